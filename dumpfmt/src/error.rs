@@ -1,0 +1,106 @@
+//! The crate's one error type.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Everything that can go wrong reading or writing a dump.
+///
+/// "Not a heap_v2 dump at all" ([`Error::NotHeapV2`]) is kept apart from "a heap_v2 dump with a broken
+/// line" ([`Error::Malformed`]), so a tool fed a directory of mixed files can skip the former and
+/// report the latter.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input is not a heap_v2 dump (empty, binary, a CPU profile, a gperftools heap profile…).
+    NotHeapV2 {
+        /// The file, when reading one.
+        file: Option<PathBuf>,
+        /// What was found instead.
+        found: String,
+    },
+    /// A heap_v2 dump with a line that does not parse.
+    Malformed {
+        /// The file, when reading one.
+        file: Option<PathBuf>,
+        /// 1-based line number.
+        line_number: usize,
+        /// The offending line (truncated to 200 characters).
+        line: String,
+        /// What the reader expected there.
+        expected: String,
+    },
+    /// A profile that breaks the model's invariants (non-finite or negative figures).
+    Invalid(String),
+    /// Reading or writing failed.
+    Io {
+        /// The file, when reading or writing one.
+        file: Option<PathBuf>,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Attaches a file name to an error that lacks one.
+    pub fn in_file(mut self, path: impl Into<PathBuf>) -> Error {
+        match &mut self {
+            Error::NotHeapV2 { file, .. } | Error::Malformed { file, .. } | Error::Io { file, .. } => {
+                if file.is_none() {
+                    *file = Some(path.into());
+                }
+            }
+            Error::Invalid(_) => {}
+        }
+        self
+    }
+}
+
+fn prefix(f: &mut fmt::Formatter<'_>, file: &Option<PathBuf>) -> fmt::Result {
+    match file {
+        Some(p) => write!(f, "{}: ", p.display()),
+        None => Ok(()),
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotHeapV2 { file, found } => {
+                prefix(f, file)?;
+                write!(f, "not a jemalloc heap_v2 dump: {found}")
+            }
+            Error::Malformed {
+                file,
+                line_number,
+                line,
+                expected,
+            } => {
+                match file {
+                    Some(p) => write!(f, "{}:{line_number}: ", p.display())?,
+                    None => write!(f, "line {line_number}: ")?,
+                }
+                write!(f, "expected {expected}, found {line:?}")
+            }
+            Error::Invalid(what) => write!(f, "invalid profile: {what}"),
+            Error::Io { file, source } => {
+                prefix(f, file)?;
+                write!(f, "{source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(source: std::io::Error) -> Error {
+        Error::Io { file: None, source }
+    }
+}

@@ -1,0 +1,62 @@
+//! # jeprof-dumpfmt: jemalloc `heap_v2` heap profiles, unbiased
+//!
+//! One in-memory model ([`Profile`]) of a sampled heap profile whose figures are already *unbiased per
+//! sample* (the only order that stays right when samples of different sizes are added up, see
+//! [`math`]), a [`write`]r whose dumps the legacy Perl `jeprof` reports correctly, and a [`read`]er for
+//! every dump real jemalloc writes (and ours).
+//!
+//! ```
+//! use jeprof_dumpfmt::{Estimate, Profile, Stack, WriteOptions};
+//!
+//! // A stack holding one million 8-byte objects, sampled at R = 1 MiB: ~7.6 samples expected.
+//! let period = 1 << 20;
+//! let mut profile = Profile::new(period);
+//! let mut stack = Stack { frames: vec![0x401234, 0x401500], ..Stack::default() };
+//! for _ in 0..8 {
+//!     stack.counts.inuse.add(&Estimate::of_sample(8.0, period as f64));
+//! }
+//! profile.stacks.push(stack);
+//!
+//! let text = jeprof_dumpfmt::write::to_string(&profile, &WriteOptions::default()).unwrap();
+//! let back = jeprof_dumpfmt::read::parse(text.as_bytes()).unwrap();
+//! // What jeprof will compute from the dump is what we wrote, to within the rounding the format allows.
+//! let want = profile.totals().inuse.bytes;
+//! let got = back.totals().inuse.bytes;
+//! assert!((got - want).abs() / want < 1e-3);
+//! ```
+//!
+//! ## Guarantees
+//! - **What jeprof prints.** For a dump written with [`Rounding::Optimal`], the figures jeprof computes
+//!   per stack (`--inuse_space`, `--inuse_objects`, and the alloc pair) equal the model's within the
+//!   integer rounding the format allows. Measured on the fixtures (see `fixtures/README.md`, regenerate
+//!   with `cargo run -p jeprof-fixtures --bin gen-fixtures`), for every stack whose true size is at
+//!   least 2·R: see the table in the workspace README, "Rounding accuracy", for the worst relative error
+//!   of ours against jemalloc's plain rounding ([`Rounding::Nearest`]).
+//! - **Reading.** [`read::parse`] computes, per entry, exactly what jeprof's `AdjustSamples` computes
+//!   (same floating-point operations). It never panics; malformed input is an [`Error::Malformed`]
+//!   naming the line number, the line and what was expected; input that is not a heap_v2 dump is an
+//!   [`Error::NotHeapV2`].
+//! - **Round trip.** write → read gives back every stack's figures within the bound above (tested on
+//!   every fixture and by a property test over generated profiles).
+//!
+//! ## Limits
+//! - jeprof prints objects and `--show_bytes` figures truncated to integers; a stack of one 1 MiB
+//!   object at R = 512 KiB really is 1.16 estimated objects, which jeprof prints as 1.
+//! - Each dump entry costs jeprof at least about `n·R` bytes, so a stack with less than about 2·R in it
+//!   (or a single large sample) can only be written as one entry, with jemalloc's rounding error.
+//! - Variances survive a round trip only through our own `# var` lines; for dumps from real jemalloc
+//!   they are estimated as if every sample of an entry had the entry's average size.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod encode;
+pub mod error;
+pub mod math;
+pub mod model;
+pub mod read;
+pub mod write;
+
+pub use encode::Rounding;
+pub use error::Error;
+pub use model::{Counts, Estimate, Profile, Stack, SymbolTable, ThreadCounts, ThreadSummary};
+pub use write::WriteOptions;

@@ -1,0 +1,442 @@
+//! Reading heap_v2 dumps: the ones real jemalloc writes and the ones [`crate::write`] writes.
+//!
+//! Every figure is what jeprof's `ReadThreadedHeapProfile` computes for the same entry, in the same
+//! floating-point operations ([`crate::math::jeprof_unbias`]), so a report built from this reader agrees
+//! with jeprof's. Where jeprof silently *ignores* a line (a stray space before `]`, trailing text after a
+//! counts line, a sign), this reader reports an error instead: such a line is never written by jemalloc,
+//! and accepting it would mean either disagreeing with jeprof or hiding corruption.
+//!
+//! Accepted framing: leading `%` lines (skipped, as jeprof does), an optional `--- symbol` section
+//! followed by `--- heap`, blank lines anywhere in the body, `# …` comment lines (this crate's
+//! annotations and per-entry variances), and a `MAPPED_LIBRARIES:` (or `--- Memory map:`) section whose
+//! text is kept verbatim. A bare `@` line (a stack the unwinder returned empty) is read as jeprof reads
+//! it: its counts go to the previous stack, or nowhere before the first one.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use crate::error::Error;
+use crate::math;
+use crate::model::{Counts, Estimate, Profile, Stack, SymbolTable, ThreadCounts, ThreadSummary};
+
+const COUNTS_EXPECTED: &str =
+    "a counts line `t<thread or *>: <objects>: <bytes> [<objects>: <bytes>]`";
+const BODY_EXPECTED: &str = "a `@ 0x<address>...` stack line, a counts line \
+     `t<thread or *>: <objects>: <bytes> [<objects>: <bytes>]`, or `MAPPED_LIBRARIES:`";
+
+fn counts_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    // jeprof's own pattern (bin/jeprof.in, ReadThreadedHeapProfile), applied to the trimmed line, with
+    // an optional thread name after `]` that only header thread lines may carry.
+    RE.get_or_init(|| {
+        Regex::new(r"^t(\*|\d+):\s+(\d+):\s+(\d+)\s+\[\s*(\d+):\s+(\d+)\](?:\s+(.*))?$")
+            .expect("static regex")
+    })
+}
+
+fn header_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^heap_v2/(\d+)\s*$").expect("static regex"))
+}
+
+fn symbol_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^0x0*([0-9a-f]+)\s+(.+)$").expect("static regex"))
+}
+
+/// Reads a dump from a file. Errors name the file.
+pub fn read_file(path: impl AsRef<Path>) -> Result<Profile, Error> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| Error::from(e).in_file(path))?;
+    parse(&bytes).map_err(|e| e.in_file(path))
+}
+
+/// Parses a dump held in memory. Never panics, whatever the bytes.
+pub fn parse(input: &[u8]) -> Result<Profile, Error> {
+    let mut lines = Lines::new(input);
+    let mut profile = Profile::default();
+
+    let mut first = lines.next_skipping_percent();
+    let Some((_, line)) = first else {
+        return Err(not_heap("the input is empty"));
+    };
+    if line.starts_with(b"--- symbol") || is_marker(line, b"symbol") {
+        profile.symbols = Some(read_symbols(&mut lines)?);
+        first = lines.next_skipping_percent();
+        if let Some((_, l)) = first {
+            if is_marker(l, b"heap") || is_marker(l, b"growth") {
+                first = lines.next_skipping_percent();
+            }
+        }
+    } else if is_marker(line, b"heap") {
+        first = lines.next_skipping_percent();
+    }
+    let Some((header_no, header)) = first else {
+        return Err(not_heap("no heap_v2 header after the symbol section"));
+    };
+    profile.sample_period = read_header(header_no, header)?;
+    read_body(&mut lines, &mut profile)?;
+    Ok(profile)
+}
+
+/// `--- <name>` as jeprof matches it: `^--- *<name>`.
+fn is_marker(line: &[u8], name: &[u8]) -> bool {
+    let Some(rest) = line.strip_prefix(b"---") else {
+        return false;
+    };
+    let rest = trim_start(rest);
+    rest.starts_with(name)
+}
+
+fn not_heap(found: &str) -> Error {
+    Error::NotHeapV2 {
+        file: None,
+        found: found.to_string(),
+    }
+}
+
+fn malformed(line_number: usize, line: &[u8], expected: &str) -> Error {
+    let text = String::from_utf8_lossy(line);
+    let shown: String = text.chars().take(200).collect();
+    Error::Malformed {
+        file: None,
+        line_number,
+        line: shown,
+        expected: expected.to_string(),
+    }
+}
+
+fn read_header(line_number: usize, line: &[u8]) -> Result<u64, Error> {
+    let text = std::str::from_utf8(line).unwrap_or("");
+    if let Some(c) = header_regex().captures(text) {
+        return c[1].parse::<u64>().map_err(|_| {
+            malformed(line_number, line, "a sample period that fits in 64 bits after `heap_v2/`")
+        });
+    }
+    if line.starts_with(b"heap_v2") {
+        return Err(malformed(line_number, line, "the header `heap_v2/<sample period>`"));
+    }
+    let found = if line.starts_with(b"heap profile:") {
+        "a gperftools (legacy) heap profile, not jemalloc's heap_v2".to_string()
+    } else if line.starts_with(b"heap") {
+        format!(
+            "header {:?}; only `heap_v2/<period>` is understood",
+            String::from_utf8_lossy(&line[..line.len().min(80)])
+        )
+    } else if line.iter().any(|&b| b == 0 || (b < 0x20 && b != b'\t')) {
+        "binary data (a CPU profile or another binary file?)".to_string()
+    } else {
+        format!(
+            "first line {:?} is not a `heap_v2/<period>` header",
+            String::from_utf8_lossy(&line[..line.len().min(80)])
+        )
+    };
+    Err(Error::NotHeapV2 { file: None, found })
+}
+
+fn read_symbols(lines: &mut Lines<'_>) -> Result<SymbolTable, Error> {
+    let mut table = SymbolTable::default();
+    for (no, line) in lines.by_ref() {
+        if line.starts_with(b"---") {
+            return Ok(table);
+        }
+        let text = std::str::from_utf8(line)
+            .map_err(|_| malformed(no, line, "a UTF-8 symbol line `0x<address> <name>`"))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        if let Some(c) = symbol_regex().captures(text) {
+            let address = u64::from_str_radix(&c[1], 16)
+                .map_err(|_| malformed(no, line, "a symbol address that fits in 64 bits"))?;
+            // jeprof's form is `outer--inlined--more_inlined`; the model holds innermost first.
+            let mut names: Vec<String> = c[2].trim_end().split("--").map(str::to_string).collect();
+            names.reverse();
+            table.names.insert(address, names);
+        } else if let Some(value) = text.strip_prefix("binary=") {
+            table.binary = Some(value.trim().to_string());
+        } else if text
+            .split_once('=')
+            .is_some_and(|(k, _)| k.starts_with(|c: char| c.is_ascii_lowercase()))
+        {
+            // jeprof warns about and ignores unknown `variable=value` lines; so do we.
+        } else {
+            return Err(malformed(
+                no,
+                line,
+                "a symbol line `0x<address> <name>`, `binary=<name>`, or `---`",
+            ));
+        }
+    }
+    Err(not_heap("a `--- symbol` section with no heap profile after it"))
+}
+
+fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> {
+    let period = profile.sample_period;
+    // Index of the stack entry that counts lines currently belong to.
+    let mut current: Option<usize> = None;
+    // Whether the current entry carried a `# var` line (then per-line variance estimates are not used).
+    let mut current_has_variance = false;
+    while let Some((no, raw)) = lines.next() {
+        if raw.starts_with(b"MAPPED_LIBRARIES:") || raw.starts_with(b"--- Memory map:") {
+            profile.mapped_libraries = Some(lines.rest_as_text());
+            break;
+        }
+        let line = trim(raw);
+        if line.is_empty() {
+            continue;
+        }
+        if line[0] == b'@' {
+            let frames = parse_frames(no, raw, &line[1..])?;
+            if frames.is_empty() {
+                // jeprof: a bare `@` does not match `^@\s+(.*)$`, so the current stack is unchanged.
+                if let Some(i) = current {
+                    let frames = profile.stacks[i].frames.clone();
+                    profile.stacks.push(Stack {
+                        frames,
+                        ..Stack::default()
+                    });
+                    current = Some(profile.stacks.len() - 1);
+                    current_has_variance = false;
+                }
+                continue;
+            }
+            profile.stacks.push(Stack {
+                frames,
+                ..Stack::default()
+            });
+            current = Some(profile.stacks.len() - 1);
+            current_has_variance = false;
+            continue;
+        }
+        if line[0] == b'#' {
+            let text = String::from_utf8_lossy(&line[1..]).trim().to_string();
+            if let Some(rest) = text.strip_prefix("var ") {
+                let Some(i) = current else {
+                    return Err(malformed(no, raw, "a `# var` line only after a `@` stack line"));
+                };
+                let v = parse_variance(rest).ok_or_else(|| {
+                    malformed(no, raw, "`# var <objects> <bytes> <objects> <bytes>` (four reals)")
+                })?;
+                let counts = &mut profile.stacks[i].counts;
+                counts.inuse.objects_variance = v[0];
+                counts.inuse.bytes_variance = v[1];
+                counts.accum.objects_variance = v[2];
+                counts.accum.bytes_variance = v[3];
+                current_has_variance = true;
+            } else if current.is_none() {
+                if let Some((k, v)) = text.split_once(':') {
+                    profile
+                        .annotations
+                        .push((k.trim().to_string(), v.trim().to_string()));
+                }
+            }
+            continue;
+        }
+        if line[0] == b't' {
+            let text = std::str::from_utf8(line).map_err(|_| malformed(no, raw, COUNTS_EXPECTED))?;
+            let c = counts_regex()
+                .captures(text)
+                .ok_or_else(|| malformed(no, raw, COUNTS_EXPECTED))?;
+            let mut v = [0u64; 4];
+            for (k, slot) in v.iter_mut().enumerate() {
+                *slot = c[k + 2].parse::<u64>().map_err(|_| {
+                    malformed(no, raw, "counts that fit in 64 bits (at most 18446744073709551615)")
+                })?;
+            }
+            if (v[0] > 0 && v[1] == 0) || (v[2] > 0 && v[3] == 0) {
+                return Err(malformed(
+                    no,
+                    raw,
+                    "bytes above zero wherever objects are (jeprof divides by zero on this line)",
+                ));
+            }
+            let name = c.get(6).map(|m| m.as_str().to_string());
+            let counts = decode_counts(&v, period);
+            let thread = &c[1];
+            match current {
+                None => {
+                    if thread != "*" {
+                        let thread = thread.parse::<u64>().map_err(|_| {
+                            malformed(no, raw, "a thread uid that fits in 64 bits")
+                        })?;
+                        profile.threads.push(ThreadSummary {
+                            thread,
+                            counts,
+                            name,
+                        });
+                    } else if name.is_some() {
+                        return Err(malformed(no, raw, "nothing after `]` on a `t*` line"));
+                    }
+                }
+                Some(i) => {
+                    if name.is_some() {
+                        return Err(malformed(
+                            no,
+                            raw,
+                            "nothing after `]` (only header thread lines carry a name)",
+                        ));
+                    }
+                    let stack = &mut profile.stacks[i];
+                    if thread == "*" {
+                        let before = stack.counts;
+                        stack.counts.add(&counts);
+                        if current_has_variance {
+                            // Variance came from the `# var` line; keep it.
+                            stack.counts.inuse.objects_variance = before.inuse.objects_variance;
+                            stack.counts.inuse.bytes_variance = before.inuse.bytes_variance;
+                            stack.counts.accum.objects_variance = before.accum.objects_variance;
+                            stack.counts.accum.bytes_variance = before.accum.bytes_variance;
+                        }
+                    } else {
+                        let thread = thread.parse::<u64>().map_err(|_| {
+                            malformed(no, raw, "a thread uid that fits in 64 bits")
+                        })?;
+                        stack.threads.push(ThreadCounts { thread, counts });
+                    }
+                }
+            }
+            continue;
+        }
+        return Err(malformed(no, raw, BODY_EXPECTED));
+    }
+    Ok(())
+}
+
+/// Decodes one `n1: s1 [n2: s2]` line the way jeprof does, with the variance estimated as if every
+/// sample behind the entry had the entry's average size (all a jemalloc dump allows).
+fn decode_counts(v: &[u64; 4], period: u64) -> Counts {
+    let estimate = |n: u64, s: u64| {
+        let (objects, bytes) = math::jeprof_unbias(n, s, period);
+        let (objects_variance, bytes_variance) =
+            math::variance_from_average(objects, bytes, period as f64);
+        Estimate {
+            objects,
+            bytes,
+            objects_variance,
+            bytes_variance,
+        }
+    };
+    Counts {
+        inuse: estimate(v[0], v[1]),
+        accum: estimate(v[2], v[3]),
+    }
+}
+
+fn parse_variance(text: &str) -> Option<[f64; 4]> {
+    let mut out = [0.0; 4];
+    let mut it = text.split_ascii_whitespace();
+    for slot in &mut out {
+        let v: f64 = it.next()?.parse().ok()?;
+        if !v.is_finite() || v < 0.0 {
+            return None;
+        }
+        *slot = v;
+    }
+    it.next().is_none().then_some(out)
+}
+
+fn parse_frames(no: usize, raw: &[u8], rest: &[u8]) -> Result<Vec<u64>, Error> {
+    if !rest.is_empty() && !rest[0].is_ascii_whitespace() {
+        return Err(malformed(no, raw, "a space after `@`"));
+    }
+    let mut frames = Vec::with_capacity(32);
+    for token in rest.split(|b| b.is_ascii_whitespace()).filter(|t| !t.is_empty()) {
+        let hex = token
+            .strip_prefix(b"0x")
+            .or_else(|| token.strip_prefix(b"0X"))
+            .unwrap_or(token);
+        frames.push(parse_hex(hex).ok_or_else(|| {
+            malformed(no, raw, "hexadecimal frame addresses of at most 64 bits (`0x…`)")
+        })?);
+    }
+    Ok(frames)
+}
+
+fn parse_hex(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &d in digits {
+        let nibble = (d as char).to_digit(16)? as u64;
+        value = value.checked_mul(16)?.checked_add(nibble)?;
+    }
+    Some(value)
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let start = line
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &line[start..end]
+}
+
+fn trim_start(line: &[u8]) -> &[u8] {
+    let start = line
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(line.len());
+    &line[start..]
+}
+
+/// Lines with their 1-based numbers, `\r` removed as jeprof does.
+struct Lines<'a> {
+    input: &'a [u8],
+    pos: usize,
+    number: usize,
+}
+
+impl<'a> Lines<'a> {
+    fn new(input: &'a [u8]) -> Lines<'a> {
+        Lines {
+            input,
+            pos: 0,
+            number: 0,
+        }
+    }
+
+    /// The next line that does not start with `%` (jeprof's `ReadProfileHeader` skips those).
+    fn next_skipping_percent(&mut self) -> Option<(usize, &'a [u8])> {
+        loop {
+            let (no, line) = self.next()?;
+            if !line.starts_with(b"%") {
+                return Some((no, line));
+            }
+        }
+    }
+
+    /// Everything after the current line, `\r` removed.
+    fn rest_as_text(&mut self) -> String {
+        let rest = &self.input[self.pos.min(self.input.len())..];
+        self.pos = self.input.len();
+        String::from_utf8_lossy(rest).replace('\r', "")
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (usize, &'a [u8]);
+
+    fn next(&mut self) -> Option<(usize, &'a [u8])> {
+        if self.pos >= self.input.len() {
+            return None;
+        }
+        let rest = &self.input[self.pos..];
+        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        self.pos += end + 1;
+        self.number += 1;
+        let mut line = &rest[..end];
+        // jeprof removes every `\r`; the only place jemalloc could write one is a thread name, so
+        // stripping trailing ones is equivalent for any dump jemalloc writes.
+        while let Some(l) = line.strip_suffix(b"\r") {
+            line = l;
+        }
+        Some((self.number, line))
+    }
+}
