@@ -11,10 +11,11 @@ fn main() {
         let objects = bytes / z;
         let nc = jeprof_dumpfmt::math::encode(objects, bytes, r as f64).0;
         let key = if nc < 16.0 { nc.floor() as u64 } else { 16 * (nc / 16.0).log2().floor().exp2() as u64 };
-        let o = encode_pair(objects, bytes, r, Rounding::Optimal);
+        let hdr = std::env::var("HDR_SHIFT").map(|v| r >> v.parse::<u32>().unwrap()).unwrap_or(r);
+        let o = encode_pair(objects, bytes, hdr, Rounding::Optimal);
         let n = encode_pair(objects, bytes, r, Rounding::Nearest);
         let e = buckets.entry(key).or_insert((0.0f64, 0.0f64, 0usize, 0usize));
-        e.0 = e.0.max(relative_error(&o, objects, bytes, r));
+        e.0 = e.0.max(relative_error(&o, objects, bytes, hdr));
         e.1 = e.1.max(relative_error(&n, objects, bytes, r));
         e.2 += 1; e.3 = e.3.max(o.len());
     }

@@ -83,7 +83,7 @@ fn rel(got: f64, want: f64) -> f64 {
 /// The entries to write for a true unbiased pair `(objects, bytes)` at header period `period`.
 /// Returns an empty vector when there is nothing to write (either figure zero or negative).
 pub fn encode_pair(objects: f64, bytes: f64, period: u64, rounding: Rounding) -> Vec<Pair> {
-    if !(objects > 0.0 && bytes > 0.0) || !objects.is_finite() || !bytes.is_finite() {
+    if !(objects > 0.0 && bytes > 0.0 && objects.is_finite() && bytes.is_finite()) {
         return Vec::new();
     }
     let (n_c, s_c) = math::encode(objects, bytes, period as f64);
@@ -191,11 +191,12 @@ impl Target {
         let x = self.bytes / self.objects;
         let whole = n_c.floor() as u64;
         let mut best: Option<(Vec<Pair>, f64)> = None;
-        let mut consider = |pairs: Vec<Pair>| {
+        let mut consider = |pairs: Vec<Pair>| -> bool {
             let err = relative_error(&pairs, self.objects, self.bytes, self.period);
             if best.as_ref().is_none_or(|(_, e)| err < *e) {
                 best = Some((pairs, err));
             }
+            err <= GOOD_ENOUGH
         };
         // With no room for a bulk entry (n_c in [2, 3)), two adjusters carry everything.
         if whole == 2 {
@@ -204,31 +205,59 @@ impl Target {
                     consider(pairs);
                 }
             }
+            return best;
         }
-        for bulk_n in [whole.saturating_sub(2), whole.saturating_sub(3)] {
+        // Residual left to the adjusters by a bulk entry `(bulk_n, s1)`.
+        let residual = |bulk: Pair| {
+            let (bc, bb) = self.point(bulk);
+            (self.objects - bc, self.bytes - bb)
+        };
+        // A bulk of n₁ ≤ n_c − 3 leaves the adjusters at least about 3R of bytes, so their averages
+        // (and so their object granularity) are comfortable; n_c − 2 is the fallback.
+        for bulk_n in [whole.saturating_sub(3), whole.saturating_sub(2)] {
             if bulk_n == 0 {
                 continue;
             }
-            for k in [1.0, 0.98, 0.95, 0.9, 0.8, 0.6, 1.05, 1.2, 1.5, 2.0] {
-                let s1 = (bulk_n as f64 * x * k).round();
-                if !(1.0..EXACT_LIMIT).contains(&s1) {
-                    continue;
+            // At s₁ = n₁·x the residual is (n_c − n₁)·P(x), strictly reachable. Lowering s₁ moves
+            // objects from the adjusters into the bulk; the smallest s₁ that still leaves a reachable
+            // residual leaves the adjusters the fewest objects, hence the largest averages and the
+            // finest steps. Find it by bisection, then try a few above it.
+            let mut hi = (bulk_n as f64 * x).round().max(1.0);
+            if hi >= EXACT_LIMIT {
+                continue;
+            }
+            let reachable = |s1: f64| {
+                let (c, b) = residual(Pair {
+                    n: bulk_n,
+                    s: s1 as u64,
+                });
+                reachable_by_two(c, b, r)
+            };
+            if !reachable(hi) {
+                continue;
+            }
+            let mut lo = 0.0;
+            while hi - lo > 1.0 {
+                let mid = ((lo + hi) * 0.5).floor();
+                if mid >= 1.0 && reachable(mid) {
+                    hi = mid;
+                } else {
+                    lo = mid;
                 }
-                for s1 in [s1 - 1.0, s1, s1 + 1.0] {
-                    if s1 < 1.0 {
-                        continue;
-                    }
-                    let bulk = Pair {
-                        n: bulk_n,
-                        s: s1 as u64,
-                    };
-                    let (bc, bb) = self.point(bulk);
-                    let Some(adj) = adjusters(self.objects - bc, self.bytes - bb, r) else {
-                        continue;
-                    };
-                    for mut pairs in rounded_adjusters(adj) {
-                        pairs.insert(0, bulk);
-                        consider(pairs);
+            }
+            for step in 0..6 {
+                let bulk = Pair {
+                    n: bulk_n,
+                    s: hi as u64 + step,
+                };
+                let (c, b) = residual(bulk);
+                let Some(adj) = adjusters(c, b, r) else {
+                    continue;
+                };
+                for mut pairs in rounded_adjusters(adj) {
+                    pairs.insert(0, bulk);
+                    if consider(pairs) {
+                        return best;
                     }
                 }
             }
@@ -247,56 +276,84 @@ fn h(a: f64, r: f64) -> f64 {
 }
 
 /// The `a` with `h(a) = y`, for `y > R` (h rises from R at 0 to infinity).
+///
+/// Bracket: `a ≤ h(a) ≤ a + R` and `h(a) ≥ R + a/2` give `max(y − R, 0) ≤ a ≤ min(y, 2(y − R))`;
+/// Newton steps (`h' = f − (a/R)·e^(−a/R)·f²`) inside that bracket, bisecting when a step leaves it.
 fn h_inverse(y: f64, r: f64) -> Option<f64> {
-    if y <= r {
+    if y <= r || !y.is_finite() {
         return None;
     }
-    // h(a) ≥ a and h(a) ≤ a + R, so the root lies in [y − R, y].
-    let (mut lo, mut hi) = ((y - r).max(0.0), y);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if mid <= lo || mid >= hi {
+    let (mut lo, mut hi) = ((y - r).max(0.0), y.min(2.0 * (y - r)));
+    let mut a = 0.5 * (lo + hi);
+    for _ in 0..60 {
+        let e = (-a / r).exp();
+        let f = 1.0 / (1.0 - e);
+        let value = a * f - y;
+        if value.abs() <= y * 1e-15 {
+            return Some(a);
+        }
+        if value < 0.0 {
+            lo = a;
+        } else {
+            hi = a;
+        }
+        let slope = f - (a / r) * e * f * f;
+        let next = a - value / slope;
+        a = if next > lo && next < hi && slope > 0.0 {
+            next
+        } else {
+            0.5 * (lo + hi)
+        };
+        if hi - lo <= hi * 1e-15 {
             break;
         }
-        if h(mid, r) < y {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
     }
-    Some(0.5 * (lo + hi))
+    Some(a)
+}
+
+/// Whether two one-object entries can land exactly on `(objects, bytes)`: the point must lie above
+/// the curve `2·P`, i.e. hold at least the objects of the symmetric pair with those bytes.
+fn reachable_by_two(objects: f64, bytes: f64, r: f64) -> bool {
+    match h_inverse(bytes / 2.0, r) {
+        Some(symmetric) => objects > 2.0 * g(symmetric, r),
+        None => false,
+    }
 }
 
 /// Real averages `(a₂, a₃)`, `a₂ ≤ a₃`, with `P(a₂) + P(a₃) = (objects, bytes)`, if the residual is
 /// reachable by two one-object entries.
 fn adjusters(objects: f64, bytes: f64, r: f64) -> Option<(f64, f64)> {
-    if !(objects > 0.0 && bytes > 2.0 * r) {
+    if !reachable_by_two(objects, bytes, r) {
         return None;
     }
     let symmetric = h_inverse(bytes / 2.0, r)?;
     // Objects of the pair as a function of a₂ (a₃ fixed by the bytes); falls from +∞ to its
-    // symmetric value.
+    // symmetric value, which is below the target (reachable), so there is one root below it.
     let excess = |a2: f64| -> Option<f64> {
         let a3 = h_inverse(bytes - h(a2, r), r)?;
         Some(g(a2, r) + g(a3, r) - objects)
     };
-    if excess(symmetric)? > 0.0 {
-        return None;
-    }
-    // Bisection on log(a₂) over (tiny, symmetric].
-    let (mut lo, mut hi) = ((symmetric * 1e-12).max(1e-9).ln(), symmetric.ln());
-    if excess(lo.exp())? < 0.0 {
-        return None;
-    }
-    for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        match excess(mid.exp()) {
-            Some(e) if e > 0.0 => lo = mid,
-            Some(_) => hi = mid,
-            None => return None,
+    // g(a₂) alone exceeds the target once a₂ < R/objects·(1 − …); start the bracket well below.
+    let mut lo = (r / objects * 0.5).min(symmetric * 0.5).max(1e-300);
+    while excess(lo)? < 0.0 {
+        lo *= 0.5;
+        if lo < 1e-300 {
+            return None;
         }
     }
-    let a2 = (0.5 * (lo + hi)).exp();
+    let mut hi = symmetric;
+    for _ in 0..200 {
+        let mid = (lo * hi).sqrt();
+        if mid <= lo || mid >= hi || hi / lo < 1.0 + 1e-15 {
+            break;
+        }
+        if excess(mid)? > 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let a2 = (lo * hi).sqrt();
     let a3 = h_inverse(bytes - h(a2, r), r)?;
     Some((a2, a3))
 }

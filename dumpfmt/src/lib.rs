@@ -59,4 +59,4 @@ pub mod write;
 pub use encode::Rounding;
 pub use error::Error;
 pub use model::{Counts, Estimate, Profile, Stack, SymbolTable, ThreadCounts, ThreadSummary};
-pub use write::WriteOptions;
+pub use write::{HeaderPeriod, WriteOptions};

@@ -78,6 +78,17 @@ pub fn parse(input: &[u8]) -> Result<Profile, Error> {
     };
     profile.sample_period = read_header(header_no, header)?;
     read_body(&mut lines, &mut profile)?;
+    // A dump whose header period was chosen for rounding records the sampling period.
+    if let Some(i) = profile
+        .annotations
+        .iter()
+        .position(|(k, _)| k == "sample_period")
+    {
+        if let Ok(period) = profile.annotations[i].1.parse::<u64>() {
+            profile.sample_period = period;
+            profile.annotations.remove(i);
+        }
+    }
     Ok(profile)
 }
 

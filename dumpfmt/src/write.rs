@@ -11,6 +11,8 @@
 //! heap_v2/<R>
 //!   t*: <n>: <s> [<n>: <s>]       header totals (jeprof never reads them)
 //!   t<uid>: ... [<name>]          header per-thread lines
+//! # sample_period: <R>           the sampling period, when the header uses another (see
+//!                                 [`HeaderPeriod`])
 //! # <key>: <value>                annotations; jeprof ignores lines it does not recognise
 //! @ 0x<leaf> 0x<caller> ...
 //!   t*: <n>: <s> [<n>: <s>]
@@ -30,7 +32,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use crate::encode::{encode_pair, Pair, Rounding};
+use crate::encode::{encode_pair, relative_error, Pair, Rounding};
 use crate::error::Error;
 use crate::model::{Counts, Profile};
 
@@ -42,6 +44,8 @@ pub struct WriteOptions {
     /// Write the profile's symbol table (if it has one) as a `--- symbol` section, so that
     /// `jeprof --text <dump>` needs no binary.
     pub symbols: bool,
+    /// Which period to put in the `heap_v2/<R>` header.
+    pub header_period: HeaderPeriod,
 }
 
 impl Default for WriteOptions {
@@ -49,8 +53,63 @@ impl Default for WriteOptions {
         WriteOptions {
             rounding: Rounding::Optimal,
             symbols: true,
+            header_period: HeaderPeriod::Auto,
         }
     }
+}
+
+/// The period written in the header. jeprof scales every entry with it, but the figures it prints
+/// are the profile's unbiased ones whatever it is (that is what the encoding is for), so it is free to
+/// choose for accuracy. The profile's true sampling period is always recorded as the
+/// `# sample_period: <R>` annotation, which [`crate::read`] restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderPeriod {
+    /// The profile's sampling period, as jemalloc writes.
+    Sampling,
+    /// This period.
+    Fixed(u64),
+    /// The period among R, R/2, …, R/64 whose encoding has the smallest worst error over the stacks
+    /// of at least 2·R ([`choose_header_period`]). Smaller periods give small-object stacks of a few R
+    /// many more entries to round with; the sampling period itself is best for stacks of a few large
+    /// samples, whose fractional object counts only a period near their size can express.
+    Auto,
+}
+
+/// The worst relative error, over stacks holding at least `2·R` bytes (in use or accumulated), of the
+/// figures jeprof computes from this profile written with `header` as the header period.
+pub fn worst_error(profile: &Profile, header: u64, rounding: Rounding) -> f64 {
+    let floor = 2.0 * profile.sample_period as f64;
+    let mut worst = 0.0f64;
+    for stack in &profile.stacks {
+        for e in [&stack.counts.inuse, &stack.counts.accum] {
+            if e.bytes >= floor {
+                let pairs = encode_pair(e.objects, e.bytes, header, rounding);
+                worst = worst.max(relative_error(&pairs, e.objects, e.bytes, header));
+            }
+        }
+    }
+    worst
+}
+
+/// [`HeaderPeriod::Auto`]'s choice: keep the sampling period when its worst error is already below
+/// 10⁻⁴; otherwise the candidate with the smallest worst error (the larger one on ties).
+pub fn choose_header_period(profile: &Profile, rounding: Rounding) -> u64 {
+    let period = profile.sample_period;
+    let mut best = (worst_error(profile, period, rounding), period);
+    if best.0 <= 1e-4 || period < 2 || rounding == Rounding::Nearest {
+        return period;
+    }
+    for shift in 1..=6 {
+        let candidate = period >> shift;
+        if candidate == 0 {
+            break;
+        }
+        let err = worst_error(profile, candidate, rounding);
+        if err < best.0 * 0.9 {
+            best = (err, candidate);
+        }
+    }
+    best.1
 }
 
 /// Writes `profile` to `out`. The profile is validated first ([`Profile::validate`]).
@@ -107,7 +166,11 @@ fn write_unbuffered(
     out: &mut impl Write,
     options: &WriteOptions,
 ) -> Result<(), Error> {
-    let period = profile.sample_period;
+    let period = match options.header_period {
+        HeaderPeriod::Sampling => profile.sample_period,
+        HeaderPeriod::Fixed(p) => p,
+        HeaderPeriod::Auto => choose_header_period(profile, options.rounding),
+    };
     if options.symbols {
         if let Some(symbols) = &profile.symbols {
             writeln!(out, "--- symbol")?;
@@ -145,7 +208,14 @@ fn write_unbuffered(
             t.name.as_deref(),
         )?;
     }
-    for (k, v) in &profile.annotations {
+    if period != profile.sample_period {
+        writeln!(out, "# sample_period: {}", profile.sample_period)?;
+    }
+    for (k, v) in profile
+        .annotations
+        .iter()
+        .filter(|(k, _)| k != "sample_period")
+    {
         writeln!(
             out,
             "# {}: {}",
@@ -248,4 +318,78 @@ fn write_counts_line(
         write!(out, " {}", name.replace(['\n', '\r'], " "))?;
     }
     writeln!(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Estimate, Stack};
+
+    fn stack_of(frames: Vec<u64>, size: f64, samples: usize, period: u64) -> Stack {
+        let mut stack = Stack {
+            frames,
+            ..Stack::default()
+        };
+        for _ in 0..samples {
+            stack
+                .counts
+                .inuse
+                .add(&Estimate::of_sample(size, period as f64));
+        }
+        stack
+    }
+
+    #[test]
+    fn auto_header_period_keeps_small_object_stacks_of_a_few_periods_within_a_ten_thousandth() {
+        // A merged stack of small objects holding about 2.5·R (sums over many dumps fall anywhere,
+        // unlike a few samples, which are exactly representable): at the sampling period it can
+        // only be two entries, and jeprof would be percents off.
+        let period = 1 << 19;
+        let mut profile = Profile::new(period);
+        let mut stack = stack_of(vec![0x1000, 0x2000], 16.0, 0, period);
+        stack.counts.inuse = Estimate {
+            objects: 81_148.5,
+            bytes: 1_298_376.6,
+            objects_variance: 1e6,
+            bytes_variance: 3e9,
+        };
+        profile.stacks.push(stack);
+        let at_sampling = worst_error(&profile, period, Rounding::Optimal);
+        let chosen = choose_header_period(&profile, Rounding::Optimal);
+        let at_chosen = worst_error(&profile, chosen, Rounding::Optimal);
+        assert!(at_sampling > 1e-3, "{at_sampling}");
+        assert!(chosen < period && at_chosen < 1e-4, "{chosen}: {at_chosen}");
+
+        let text = to_string(&profile, &WriteOptions::default()).unwrap();
+        assert!(text.contains(&format!("heap_v2/{chosen}\n")));
+        let back = crate::read::parse(text.as_bytes()).unwrap();
+        assert_eq!(back.sample_period, period, "the sampling period survives");
+        let (want, got) = (profile.totals().inuse, back.totals().inuse);
+        assert!((got.bytes - want.bytes).abs() / want.bytes < 1e-4);
+        assert!((got.objects - want.objects).abs() / want.objects < 1e-4);
+        assert!((got.bytes_variance - want.bytes_variance).abs() <= want.bytes_variance * 1e-12);
+    }
+
+    #[test]
+    fn writer_never_emits_a_bare_at_or_objects_without_bytes() {
+        let period = 1 << 19;
+        let mut profile = Profile::new(period);
+        profile.stacks.push(stack_of(vec![], 64.0, 2, period));
+        profile.stacks.push(stack_of(vec![0xabc], 1e-9, 1, period));
+        let text = to_string(&profile, &WriteOptions::default()).unwrap();
+        for line in text.lines() {
+            assert_ne!(line.trim(), "@");
+            if let Some(rest) = line.trim().strip_prefix("t*: ") {
+                let nums: Vec<u64> = rest
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter(|t| !t.is_empty())
+                    .map(|t| t.parse().unwrap())
+                    .collect();
+                assert!(
+                    !(nums[0] > 0 && nums[1] == 0 || nums[2] > 0 && nums[3] == 0),
+                    "{line}"
+                );
+            }
+        }
+    }
 }

@@ -1,1 +1,1 @@
-//! placeholder during bootstrap
+//! x
