@@ -175,14 +175,11 @@ impl Target {
                 hi = mid;
             }
         }
-        [lo, hi]
-            .into_iter()
-            .map(|s| Pair { n, s })
-            .min_by(|a, b| {
-                let ea = relative_error(&[*a], self.objects, self.bytes, self.period);
-                let eb = relative_error(&[*b], self.objects, self.bytes, self.period);
-                ea.total_cmp(&eb)
-            })
+        [lo, hi].into_iter().map(|s| Pair { n, s }).min_by(|a, b| {
+            let ea = relative_error(&[*a], self.objects, self.bytes, self.period);
+            let eb = relative_error(&[*b], self.objects, self.bytes, self.period);
+            ea.total_cmp(&eb)
+        })
     }
 
     /// A bulk entry plus two adjusters; see the module docs.
@@ -388,7 +385,10 @@ mod tests {
         // design-notes §2: one million 8-byte objects at R = 1 MiB.
         let (opt, near) = both(1_000_000.0, 8_000_000.0, 1 << 20);
         assert!(opt < 1e-3, "optimal error {opt}");
-        assert!(near > 1e-2, "plain rounding should be off by percents, got {near}");
+        assert!(
+            near > 1e-2,
+            "plain rounding should be off by percents, got {near}"
+        );
     }
 
     #[test]
@@ -401,7 +401,10 @@ mod tests {
             let size = 8.0 * (1.0 + (seed % 1_000_000) as f64);
             let objects = 0.5 + ((seed >> 20) % 100_000) as f64 / 7.0;
             let (opt, near) = both(objects, objects * size, 1 << 19);
-            assert!(opt <= near + 1e-12, "objects {objects} size {size}: {opt} > {near}");
+            assert!(
+                opt <= near + 1e-12,
+                "objects {objects} size {size}: {opt} > {near}"
+            );
         }
     }
 

@@ -44,7 +44,9 @@ impl Error {
     /// Attaches a file name to an error that lacks one.
     pub fn in_file(mut self, path: impl Into<PathBuf>) -> Error {
         match &mut self {
-            Error::NotHeapV2 { file, .. } | Error::Malformed { file, .. } | Error::Io { file, .. } => {
+            Error::NotHeapV2 { file, .. }
+            | Error::Malformed { file, .. }
+            | Error::Io { file, .. } => {
                 if file.is_none() {
                     *file = Some(path.into());
                 }

@@ -67,7 +67,12 @@ impl Estimate {
     }
 
     fn validate(&self, what: &str) -> Result<(), Error> {
-        let all = [self.objects, self.bytes, self.objects_variance, self.bytes_variance];
+        let all = [
+            self.objects,
+            self.bytes,
+            self.objects_variance,
+            self.bytes_variance,
+        ];
         if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
             return Err(Error::Invalid(format!(
                 "{what}: every figure must be finite and not negative, got {self:?}"
@@ -215,12 +220,7 @@ impl Profile {
         let mut keys: Vec<u64> = self
             .stacks
             .iter()
-            .flat_map(|s| {
-                s.frames
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &a)| symbol_key(i, a))
-            })
+            .flat_map(|s| s.frames.iter().enumerate().map(|(i, &a)| symbol_key(i, a)))
             .collect();
         keys.sort_unstable();
         keys.dedup();

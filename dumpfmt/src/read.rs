@@ -123,11 +123,19 @@ fn read_header(line_number: usize, line: &[u8]) -> Result<u64, Error> {
     let text = std::str::from_utf8(line).unwrap_or("");
     if let Some(c) = header_regex().captures(text) {
         return c[1].parse::<u64>().map_err(|_| {
-            malformed(line_number, line, "a sample period that fits in 64 bits after `heap_v2/`")
+            malformed(
+                line_number,
+                line,
+                "a sample period that fits in 64 bits after `heap_v2/`",
+            )
         });
     }
     if line.starts_with(b"heap_v2") {
-        return Err(malformed(line_number, line, "the header `heap_v2/<sample period>`"));
+        return Err(malformed(
+            line_number,
+            line,
+            "the header `heap_v2/<sample period>`",
+        ));
     }
     let found = if line.starts_with(b"heap profile:") {
         "a gperftools (legacy) heap profile, not jemalloc's heap_v2".to_string()
@@ -180,7 +188,9 @@ fn read_symbols(lines: &mut Lines<'_>) -> Result<SymbolTable, Error> {
             ));
         }
     }
-    Err(not_heap("a `--- symbol` section with no heap profile after it"))
+    Err(not_heap(
+        "a `--- symbol` section with no heap profile after it",
+    ))
 }
 
 fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> {
@@ -225,10 +235,18 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
             let text = String::from_utf8_lossy(&line[1..]).trim().to_string();
             if let Some(rest) = text.strip_prefix("var ") {
                 let Some(i) = current else {
-                    return Err(malformed(no, raw, "a `# var` line only after a `@` stack line"));
+                    return Err(malformed(
+                        no,
+                        raw,
+                        "a `# var` line only after a `@` stack line",
+                    ));
                 };
                 let v = parse_variance(rest).ok_or_else(|| {
-                    malformed(no, raw, "`# var <objects> <bytes> <objects> <bytes>` (four reals)")
+                    malformed(
+                        no,
+                        raw,
+                        "`# var <objects> <bytes> <objects> <bytes>` (four reals)",
+                    )
                 })?;
                 let counts = &mut profile.stacks[i].counts;
                 counts.inuse.objects_variance = v[0];
@@ -246,16 +264,16 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
             continue;
         }
         if line[0] == b't' {
-            let text = std::str::from_utf8(line).map_err(|_| malformed(no, raw, COUNTS_EXPECTED))?;
-            let c = counts_regex()
-                .captures(text)
-                .ok_or_else(|| malformed(no, raw, COUNTS_EXPECTED))?;
-            let mut v = [0u64; 4];
-            for (k, slot) in v.iter_mut().enumerate() {
-                *slot = c[k + 2].parse::<u64>().map_err(|_| {
-                    malformed(no, raw, "counts that fit in 64 bits (at most 18446744073709551615)")
-                })?;
-            }
+            let parsed = match fast_counts(line) {
+                Some(parsed) => parsed,
+                None => slow_counts(no, raw, line)?,
+            };
+            let CountsLine {
+                thread,
+                values: v,
+                name,
+            } = parsed;
+            let name = name.map(str::to_string);
             if (v[0] > 0 && v[1] == 0) || (v[2] > 0 && v[3] == 0) {
                 return Err(malformed(
                     no,
@@ -263,15 +281,10 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
                     "bytes above zero wherever objects are (jeprof divides by zero on this line)",
                 ));
             }
-            let name = c.get(6).map(|m| m.as_str().to_string());
             let counts = decode_counts(&v, period);
-            let thread = &c[1];
             match current {
                 None => {
-                    if thread != "*" {
-                        let thread = thread.parse::<u64>().map_err(|_| {
-                            malformed(no, raw, "a thread uid that fits in 64 bits")
-                        })?;
+                    if let Some(thread) = thread {
                         profile.threads.push(ThreadSummary {
                             thread,
                             counts,
@@ -290,7 +303,7 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
                         ));
                     }
                     let stack = &mut profile.stacks[i];
-                    if thread == "*" {
+                    if thread.is_none() {
                         let before = stack.counts;
                         stack.counts.add(&counts);
                         if current_has_variance {
@@ -300,10 +313,7 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
                             stack.counts.accum.objects_variance = before.accum.objects_variance;
                             stack.counts.accum.bytes_variance = before.accum.bytes_variance;
                         }
-                    } else {
-                        let thread = thread.parse::<u64>().map_err(|_| {
-                            malformed(no, raw, "a thread uid that fits in 64 bits")
-                        })?;
+                    } else if let Some(thread) = thread {
                         stack.threads.push(ThreadCounts { thread, counts });
                     }
                 }
@@ -313,6 +323,94 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
         return Err(malformed(no, raw, BODY_EXPECTED));
     }
     Ok(())
+}
+
+/// A parsed counts line: `None` for the `t*` thread.
+struct CountsLine<'a> {
+    thread: Option<u64>,
+    values: [u64; 4],
+    name: Option<&'a str>,
+}
+
+/// The canonical form jemalloc writes, `t<uid|*>: <n>: <s> [<n>: <s>]` with single spaces and an
+/// optional ` <name>`, parsed without the regex (the reader's hot loop). Anything else, or a number
+/// that overflows, returns `None` and goes through [`slow_counts`], which is the authority.
+fn fast_counts(line: &[u8]) -> Option<CountsLine<'_>> {
+    let mut pos = 1;
+    let thread = if line.get(pos) == Some(&b'*') {
+        pos += 1;
+        None
+    } else {
+        Some(digits(line, &mut pos)?)
+    };
+    let mut values = [0u64; 4];
+    for (k, separator) in [b": ", b": ", b" [", b": "].into_iter().enumerate() {
+        if line.get(pos..pos + 2)? != separator {
+            return None;
+        }
+        pos += 2;
+        values[k] = digits(line, &mut pos)?;
+    }
+    if line.get(pos) != Some(&b']') {
+        return None;
+    }
+    pos += 1;
+    let name = match line.get(pos) {
+        None => None,
+        Some(b' ') => Some(std::str::from_utf8(&line[pos + 1..]).ok()?.trim()),
+        Some(_) => return None,
+    };
+    if name.is_some_and(str::is_empty) {
+        return None;
+    }
+    Some(CountsLine {
+        thread,
+        values,
+        name,
+    })
+}
+
+fn digits(line: &[u8], pos: &mut usize) -> Option<u64> {
+    let start = *pos;
+    let mut value: u64 = 0;
+    while let Some(&d) = line.get(*pos) {
+        if !d.is_ascii_digit() {
+            break;
+        }
+        value = value.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+        *pos += 1;
+    }
+    (*pos > start).then_some(value)
+}
+
+/// The regex path: every counts line jeprof accepts, and the error for the ones it does not.
+fn slow_counts<'a>(no: usize, raw: &[u8], line: &'a [u8]) -> Result<CountsLine<'a>, Error> {
+    let text = std::str::from_utf8(line).map_err(|_| malformed(no, raw, COUNTS_EXPECTED))?;
+    let c = counts_regex()
+        .captures(text)
+        .ok_or_else(|| malformed(no, raw, COUNTS_EXPECTED))?;
+    let mut values = [0u64; 4];
+    for (k, slot) in values.iter_mut().enumerate() {
+        *slot = c[k + 2].parse::<u64>().map_err(|_| {
+            malformed(
+                no,
+                raw,
+                "counts that fit in 64 bits (at most 18446744073709551615)",
+            )
+        })?;
+    }
+    let thread = match c.get(1).map(|m| m.as_str()) {
+        Some("*") | None => None,
+        Some(t) => Some(
+            t.parse::<u64>()
+                .map_err(|_| malformed(no, raw, "a thread uid that fits in 64 bits"))?,
+        ),
+    };
+    Ok(CountsLine {
+        thread,
+        values,
+        name: c.get(6).map(|m| m.as_str()),
+    })
 }
 
 /// Decodes one `n1: s1 [n2: s2]` line the way jeprof does, with the variance estimated as if every
@@ -353,13 +451,20 @@ fn parse_frames(no: usize, raw: &[u8], rest: &[u8]) -> Result<Vec<u64>, Error> {
         return Err(malformed(no, raw, "a space after `@`"));
     }
     let mut frames = Vec::with_capacity(32);
-    for token in rest.split(|b| b.is_ascii_whitespace()).filter(|t| !t.is_empty()) {
+    for token in rest
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|t| !t.is_empty())
+    {
         let hex = token
             .strip_prefix(b"0x")
             .or_else(|| token.strip_prefix(b"0X"))
             .unwrap_or(token);
         frames.push(parse_hex(hex).ok_or_else(|| {
-            malformed(no, raw, "hexadecimal frame addresses of at most 64 bits (`0x…`)")
+            malformed(
+                no,
+                raw,
+                "hexadecimal frame addresses of at most 64 bits (`0x…`)",
+            )
         })?);
     }
     Ok(frames)
@@ -369,13 +474,41 @@ fn parse_hex(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() {
         return None;
     }
+    // At most 16 significant digits; leading zeros are allowed (jeprof strips them).
+    let significant = &digits[digits
+        .iter()
+        .position(|&d| d != b'0')
+        .unwrap_or(digits.len())..];
+    if significant.len() > 16 {
+        return None;
+    }
     let mut value: u64 = 0;
     for &d in digits {
-        let nibble = (d as char).to_digit(16)? as u64;
-        value = value.checked_mul(16)?.checked_add(nibble)?;
+        let nibble = HEX[d as usize];
+        if nibble > 15 {
+            return None;
+        }
+        value = (value << 4) | nibble as u64;
     }
     Some(value)
 }
+
+/// Hex digit values, 0xff for anything else.
+const HEX: [u8; 256] = {
+    let mut table = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        table[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
 
 fn trim(line: &[u8]) -> &[u8] {
     let start = line
@@ -439,7 +572,7 @@ impl<'a> Iterator for Lines<'a> {
             return None;
         }
         let rest = &self.input[self.pos..];
-        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         self.pos += end + 1;
         self.number += 1;
         let mut line = &rest[..end];
