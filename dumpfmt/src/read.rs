@@ -89,6 +89,7 @@ pub fn parse(input: &[u8]) -> Result<Profile, Error> {
             profile.annotations.remove(i);
         }
     }
+    profile.validate()?;
     Ok(profile)
 }
 
