@@ -113,12 +113,30 @@ pub fn choose_header_period(profile: &Profile, rounding: Rounding) -> u64 {
 }
 
 /// Writes `profile` to `out`. The profile is validated first ([`Profile::validate`]).
+///
+/// Entries that share frames are added up before encoding ([`Profile::coalesce`]): jeprof adds them
+/// anyway, and one encoding of the sum is as close as the format allows where separate encodings would
+/// each carry their own rounding error.
 pub fn write(profile: &Profile, out: &mut dyn Write, options: &WriteOptions) -> Result<(), Error> {
     profile.validate()?;
+    let coalesced;
+    let profile = if has_repeated_frames(profile) {
+        let mut copy = profile.clone();
+        copy.coalesce();
+        coalesced = copy;
+        &coalesced
+    } else {
+        profile
+    };
     let mut out = io::BufWriter::with_capacity(1 << 16, out);
     write_unbuffered(profile, &mut out, options)?;
     out.flush()?;
     Ok(())
+}
+
+fn has_repeated_frames(profile: &Profile) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(profile.stacks.len());
+    profile.stacks.iter().any(|s| !seen.insert(&s.frames))
 }
 
 /// The dump as a string.

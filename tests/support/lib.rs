@@ -1,1 +1,229 @@
-//! placeholder during bootstrap
+//! # jeprof-conformance: the real jeprof as referee
+//!
+//! Support for the conformance tests: [`jeprof`] builds a runnable `jeprof` from the jemalloc
+//! source that cargo already downloaded for `tikv-jemalloc-sys` (`bin/jeprof.in`, with
+//! `@jemalloc_version@` and `@JEMALLOC_PREFIX@` substituted), [`run`] runs it, and [`parse_text`]
+//! reads its `--text` output.
+//!
+//! Requirements: `perl`, `addr2line`, `nm`, `objdump` (binutils) and `file` on `PATH`. When one is
+//! missing the tests fail with a message naming it; they never skip silently.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// A runnable jeprof and the files it needs.
+#[derive(Debug)]
+pub struct Jeprof {
+    /// The generated script.
+    pub script: PathBuf,
+    /// An empty file to pass as the program for raw dumps (frames then print as 16-digit keys).
+    pub empty_program: PathBuf,
+    /// The jemalloc version substituted into the script.
+    pub version: String,
+    /// A scratch folder for jeprof's temporary files and for re-written dumps.
+    pub scratch: PathBuf,
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|p| {
+            let f = p.join(tool);
+            f.is_file()
+        })
+    })
+}
+
+fn cargo_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("CARGO_HOME") {
+        return PathBuf::from(h);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    Path::new(&home).join(".cargo")
+}
+
+/// `registry/src/*/tikv-jemalloc-sys-*/jemalloc/bin/jeprof.in` under the cargo home, and the
+/// jemalloc version (the part of the directory name after `+`). The newest directory name wins.
+pub fn find_jeprof_in() -> Result<(PathBuf, String), String> {
+    let src = cargo_home().join("registry").join("src");
+    let mut found: Vec<(PathBuf, String)> = Vec::new();
+    let registries = std::fs::read_dir(&src).map_err(|e| {
+        format!(
+            "cannot list {}: {e}; build the workspace once so that cargo fetches tikv-jemalloc-sys",
+            src.display()
+        )
+    })?;
+    for reg in registries.flatten() {
+        let Ok(crates) = std::fs::read_dir(reg.path()) else {
+            continue;
+        };
+        for c in crates.flatten() {
+            let name = c.file_name().to_string_lossy().into_owned();
+            if let Some(rest) = name.strip_prefix("tikv-jemalloc-sys-") {
+                let script = c.path().join("jemalloc/bin/jeprof.in");
+                if let (Some((_, version)), true) = (rest.split_once('+'), script.is_file()) {
+                    found.push((script, version.to_string()));
+                }
+            }
+        }
+    }
+    found.sort();
+    found.pop().ok_or_else(|| {
+        format!(
+            "no tikv-jemalloc-sys-*/jemalloc/bin/jeprof.in under {}; build the workspace once \
+             (cargo fetch) so that the jemalloc source is in the registry",
+            src.display()
+        )
+    })
+}
+
+fn build() -> Result<Jeprof, String> {
+    let missing: Vec<&str> = ["perl", "addr2line", "nm", "objdump", "file"]
+        .into_iter()
+        .filter(|t| !on_path(t))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "the jeprof conformance tests need {} on PATH (Debian/Ubuntu: apt-get install perl \
+             binutils file); they do not skip",
+            missing.join(", ")
+        ));
+    }
+    let (input, version) = find_jeprof_in()?;
+    let text = std::fs::read_to_string(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+    let script_text = text
+        .replace("@jemalloc_version@", &version)
+        .replace("@JEMALLOC_PREFIX@", "");
+    let scratch = std::env::temp_dir().join(format!("jeprof-conformance-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let script = scratch.join("jeprof");
+    std::fs::write(&script, script_text).map_err(|e| format!("{}: {e}", script.display()))?;
+    let empty_program = scratch.join("empty-program");
+    std::fs::write(&empty_program, b"").map_err(|e| format!("{}: {e}", empty_program.display()))?;
+    Ok(Jeprof {
+        script,
+        empty_program,
+        version,
+        scratch,
+    })
+}
+
+/// The jeprof of this test process, built on first use. Panics with the reason when it cannot
+/// be built (missing tools or jemalloc source): a conformance test must not pass without jeprof.
+pub fn jeprof() -> &'static Jeprof {
+    static J: OnceLock<Result<Jeprof, String>> = OnceLock::new();
+    match J.get_or_init(build) {
+        Ok(j) => j,
+        Err(e) => panic!("cannot build jeprof: {e}"),
+    }
+}
+
+/// What one jeprof run printed.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Exit status.
+    pub status: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs `perl jeprof <args>` and returns what it printed.
+pub fn run(args: &[&str]) -> Output {
+    let j = jeprof();
+    let out = Command::new("perl")
+        .arg(&j.script)
+        .args(args)
+        .env("JEPROF_TMPDIR", &j.scratch)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run perl {}: {e}", j.script.display()));
+    Output {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// jeprof's `--text` table: the `Total` figure and, per printed name, (flat, cum).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Text {
+    /// The `Total:` figure, when printed (nothing is printed for a zero total).
+    pub total: Option<f64>,
+    /// Per row name: (flat, cum) as printed.
+    pub rows: BTreeMap<String, (f64, f64)>,
+}
+
+/// Parses `--text` output: `Total: <n> <unit>` then rows `"%8s %6s %6s %8s %6s %s"`.
+pub fn parse_text(stdout: &str) -> Result<Text, String> {
+    let mut text = Text::default();
+    for line in stdout.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("Total: ") {
+            let n = rest.split_whitespace().next().unwrap_or("");
+            text.total = Some(n.parse().map_err(|_| format!("bad Total line {line:?}"))?);
+            continue;
+        }
+        let mut fields = Vec::with_capacity(5);
+        let mut rest = line;
+        for _ in 0..5 {
+            let t = rest.trim_start();
+            let end = t.find(' ').ok_or_else(|| format!("bad row {line:?}"))?;
+            fields.push(&t[..end]);
+            rest = &t[end..];
+        }
+        // "%8s %6s %s": exactly one space before the name.
+        let name = rest
+            .strip_prefix(' ')
+            .ok_or_else(|| format!("bad row {line:?}"))?;
+        let num = |s: &str| {
+            s.parse::<f64>()
+                .map_err(|_| format!("bad number {s:?} in {line:?}"))
+        };
+        let flat = num(fields[0])?;
+        let cum = num(fields[3])?;
+        if text.rows.insert(name.to_string(), (flat, cum)).is_some() {
+            return Err(format!("row {name:?} printed twice"));
+        }
+    }
+    Ok(text)
+}
+
+/// What Perl's `sprintf("%d", x)` prints for a double: truncation toward zero, a wrapped
+/// negative number from 2^63 to 2^64, and -1 beyond (checked with perl 5.36).
+pub fn perl_d(x: f64) -> f64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if x >= 2.0 * TWO_63 {
+        -1.0
+    } else if x >= TWO_63 {
+        (x as u64) as i64 as f64
+    } else {
+        x.trunc()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rows_with_spaces_in_names() {
+        let t = parse_text(
+            "Total: 2161886 B\n 2161886 100.0% 100.0%  2161886 100.0% leaf_alloc\n       0   0.0% \
+             100.0%  1332474  61.6% f (inline)\n",
+        )
+        .unwrap();
+        assert_eq!(t.total, Some(2161886.0));
+        assert_eq!(t.rows["f (inline)"], (0.0, 1332474.0));
+    }
+
+    #[test]
+    fn perl_d_wraps_like_perl() {
+        assert_eq!(perl_d(9.3e18), -9146744073709551616.0);
+        assert_eq!(perl_d(2e19), -1.0);
+        assert_eq!(perl_d(2.9), 2.0);
+    }
+}
