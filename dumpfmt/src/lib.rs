@@ -2,7 +2,7 @@
 //!
 //! One in-memory model ([`Profile`]) of a sampled heap profile whose figures are already *unbiased per
 //! sample* (the only order that stays right when samples of different sizes are added up, see
-//! [`math`]), a [`write`]r whose dumps the legacy Perl `jeprof` reports correctly, and a [`read`]er for
+//! [`math`]), a [writer](mod@write) whose dumps the legacy Perl `jeprof` reports correctly, and a [`read`]er for
 //! every dump real jemalloc writes (and ours).
 //!
 //! ```

@@ -14,7 +14,7 @@
 //!
 //! # Unbiasing: per sample, then sum
 //! A sampled allocation stands for 1/p(Z) allocations and Z/p(Z) bytes. Let I_i be the indicator that
-//! allocation i was sampled; E[I_i] = p_i, so Σ I_i·Z_i/p_i is an unbiased estimate of Σ Z_i, whatever
+//! allocation i was sampled; E(I_i) = p_i, so Σ I_i·Z_i/p_i is an unbiased estimate of Σ Z_i, whatever
 //! the mix of sizes. Its variance is Σ Z_i²(1 − p_i)/p_i (independent Bernoulli trials), which the
 //! samples estimate without bias as Σ I_i·Z_i²(1 − p_i)/p_i² ([`SampleWeight`]).
 //!

@@ -36,7 +36,7 @@ use crate::encode::{encode_pair, relative_error, Pair, Rounding};
 use crate::error::Error;
 use crate::model::{Counts, Profile};
 
-/// Choices for [`write`].
+/// Choices for [`write()`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOptions {
     /// How figures become integers; see [`crate::encode`].
