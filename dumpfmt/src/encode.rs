@@ -13,7 +13,7 @@
 //! # What we do instead ([`Rounding::Optimal`])
 //! Two facts give room: jeprof *adds up* entries with identical stacks, and each entry has its own
 //! average. A stack is written as
-//! - one entry `(n, s)` when some integer pair already lands within [`GOOD_ENOUGH`] of the target
+//! - one entry `(n, s)` when some integer pair already lands within [`SINGLE_ENTRY_ENOUGH`] of the target
 //!   (always the case for large `n_c`; for each `n` next to `n_c`, `s` is found by bisection where the
 //!   relative errors in objects and bytes cross, since objects fall and bytes rise with `s`), or else
 //! - a *bulk* entry `(n₁, s₁)` with `n₁ ≤ ⌊n_c⌋ − 2` carrying most of the stack, plus two *adjusters*
@@ -50,8 +50,13 @@ pub struct Pair {
     pub s: u64,
 }
 
-/// The relative error below which a single entry is accepted without trying a split.
+/// The relative error at which the search for a split stops.
 pub const GOOD_ENOUGH: f64 = 1e-5;
+
+/// The relative error below which a single entry is kept without searching for a split: ten times
+/// inside the 0.1% that matters, and it spares the search (about 14 µs a stack) for the many large
+/// stacks of merged profiles, whose single entries land within this.
+pub const SINGLE_ENTRY_ENOUGH: f64 = 1e-4;
 
 /// Largest integer magnitude that f64 holds exactly; beyond it the search is pointless.
 const EXACT_LIMIT: f64 = 9_007_199_254_740_992.0;
@@ -113,7 +118,7 @@ pub fn encode_pair(objects: f64, bytes: f64, period: u64, rounding: Rounding) ->
             }
         }
     }
-    if best_err <= GOOD_ENOUGH || n_c < 2.0 {
+    if best_err <= SINGLE_ENTRY_ENOUGH || n_c < 2.0 {
         return best;
     }
     if let Some((pairs, err)) = target.best_split(n_c) {
@@ -339,18 +344,37 @@ fn adjusters(objects: f64, bytes: f64, r: f64) -> Option<(f64, f64)> {
         }
     }
     let mut hi = symmetric;
-    for _ in 0..200 {
-        let mid = (lo * hi).sqrt();
-        if mid <= lo || mid >= hi || hi / lo < 1.0 + 1e-15 {
+    // Safeguarded Newton on a₂. With a₃(a₂) defined by h(a₃) = bytes − h(a₂),
+    // d/da₂ [g(a₂) + g(a₃)] = g'(a₂) − g'(a₃)·h'(a₂)/h'(a₃), where g' = −(1/R)·e^(−a/R)·g² and
+    // h' = g + a·g'. Steps that leave the bracket fall back to a geometric bisection.
+    let slopes = |a: f64| {
+        let gv = g(a, r);
+        let dg = -(-a / r).exp() / r * gv * gv;
+        (dg, gv + a * dg)
+    };
+    let mut a2 = (lo * hi).sqrt();
+    for _ in 0..100 {
+        let a3 = h_inverse(bytes - h(a2, r), r)?;
+        let e = g(a2, r) + g(a3, r) - objects;
+        if e.abs() <= objects * 1e-13 {
+            return Some((a2, a3));
+        }
+        if e > 0.0 {
+            lo = a2;
+        } else {
+            hi = a2;
+        }
+        if hi / lo < 1.0 + 1e-13 {
             break;
         }
-        if excess(mid)? > 0.0 {
-            lo = mid;
+        let ((dg2, dh2), (dg3, dh3)) = (slopes(a2), slopes(a3));
+        let next = a2 - e / (dg2 - dg3 * dh2 / dh3);
+        a2 = if next > lo && next < hi {
+            next
         } else {
-            hi = mid;
-        }
+            (lo * hi).sqrt()
+        };
     }
-    let a2 = (lo * hi).sqrt();
     let a3 = h_inverse(bytes - h(a2, r), r)?;
     Some((a2, a3))
 }

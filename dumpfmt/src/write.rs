@@ -77,12 +77,17 @@ pub enum HeaderPeriod {
 
 /// The worst relative error, over stacks holding at least `2·R` bytes (in use or accumulated), of the
 /// figures jeprof computes from this profile written with `header` as the header period.
+///
+/// Stacks whose `n_c` at the sampling period is 64 or more are skipped: they encode within 10⁻⁴ at
+/// any header period at most R (`n_c` only grows as the period shrinks), so they cannot decide the
+/// choice, and skipping them keeps [`HeaderPeriod::Auto`] cheap on large merged profiles.
 pub fn worst_error(profile: &Profile, header: u64, rounding: Rounding) -> f64 {
-    let floor = 2.0 * profile.sample_period as f64;
+    let period = profile.sample_period as f64;
+    let floor = 2.0 * period;
     let mut worst = 0.0f64;
     for stack in &profile.stacks {
         for e in [&stack.counts.inuse, &stack.counts.accum] {
-            if e.bytes >= floor {
+            if e.bytes >= floor && crate::math::encode(e.objects, e.bytes, period).0 < 64.0 {
                 let pairs = encode_pair(e.objects, e.bytes, header, rounding);
                 worst = worst.max(relative_error(&pairs, e.objects, e.bytes, header));
             }
