@@ -1,0 +1,363 @@
+//! The sampled arena: a jemalloc arena whose extents all come from one reserved address range, so
+//! that "was this pointer sampled?" is one range compare (`design-notes.md` §6).
+//!
+//! At the first sample we reserve `arena_size` bytes of address space (`PROT_NONE`,
+//! `MAP_NORESERVE`: no memory, no commit charge) and create an arena with `arenas.create` and our
+//! [`extent_hooks_t`]. The alloc hook hands out aligned pieces of the range with an atomic bump
+//! pointer and makes them read-write with `mprotect`; nothing is ever unmapped (dalloc opts out, so
+//! jemalloc retains and reuses extents), and purging uses `madvise`. When the range is exhausted
+//! the hook returns NULL, `mallocx` fails, and the caller falls back to the inner allocator.
+//!
+//! Sampled objects are allocated and freed with `MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE`, so the
+//! thread cache never mixes them with ordinary memory.
+
+use std::cell::UnsafeCell;
+use std::ffi::{c_uint, c_void};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use tikv_jemalloc_sys as jem;
+
+/// Start of the reserved range (0 until reserved). Written once, before `RANGE_LEN`.
+static RANGE_BASE: AtomicUsize = AtomicUsize::new(0);
+/// Length of the reserved range (0 until reserved). Written once, with Release, after
+/// `RANGE_BASE`; read with Acquire, so a thread that sees the length sees the base.
+static RANGE_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Offset of the first byte of the range not yet handed to jemalloc.
+static BUMP: AtomicUsize = AtomicUsize::new(0);
+/// jemalloc's index of the sampled arena (valid when `STATE == READY`).
+static ARENA_INDEX: AtomicUsize = AtomicUsize::new(0);
+/// `UNINIT`, `READY` or `FAILED`. Stored with Release after everything above; loaded with Acquire
+/// by [`flags`].
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// Serialises creation (and is held across `fork`).
+pub(crate) static INIT_LOCK: Mutex<()> = Mutex::new(());
+
+const UNINIT: u8 = 0;
+const READY: u8 = 1;
+const FAILED: u8 = 2;
+
+/// The hook table jemalloc keeps a pointer to for the arena's whole life.
+struct Hooks(UnsafeCell<jem::extent_hooks_t>);
+
+// SAFETY: the table is written only by its initialiser and never again; jemalloc only reads it
+// (it takes a `*mut` for C API reasons), so sharing it between threads is sharing immutable data.
+unsafe impl Sync for Hooks {}
+
+static HOOKS: Hooks = Hooks(UnsafeCell::new(jem::extent_hooks_t {
+    alloc: Some(extent_alloc),
+    dalloc: Some(extent_dalloc),
+    destroy: None,
+    commit: None,
+    decommit: None,
+    purge_lazy: Some(extent_purge_lazy),
+    purge_forced: Some(extent_purge_forced),
+    split: Some(extent_split),
+    merge: Some(extent_merge),
+}));
+
+/// The range in one word, for [`contains`]: `base | log2(len)` (the range is a power of two in
+/// size and aligned to it, so the low bits of `base` are free). 0 until reserved. Written once.
+static RANGE_WORD: AtomicUsize = AtomicUsize::new(0);
+
+/// True when `ptr` lies in the sampled arena's range: one load, xor, shift and compare.
+#[inline(always)]
+pub(crate) fn contains(ptr: *const u8) -> bool {
+    // Ordering: Relaxed is enough. The word is written once, before any pointer in the range
+    // exists; a thread holding a sampled pointer got it through a happens-before edge from the
+    // allocating thread (which read STATE with Acquire after the word was stored), so by
+    // coherence it cannot read the old 0. Before the store, the word 0 gives a shift of 0 and
+    // matches only the null pointer, which is never freed.
+    // Ordering: see the comments above (Relaxed: the word is written once; the bump RMW alone makes offsets unique).
+    let word = RANGE_WORD.load(Ordering::Relaxed);
+    ((ptr as usize ^ word) >> (word & 63)) == 0
+}
+
+/// True once the range has been reserved (its size can no longer change).
+pub(crate) fn reserved() -> bool {
+    // Ordering: see `contains`.
+    RANGE_LEN.load(Ordering::Acquire) != 0
+}
+
+/// Bytes of the range handed to jemalloc so far, and the range's size.
+pub(crate) fn usage() -> (usize, usize) {
+    // Ordering: statistics only.
+    (
+        BUMP.load(Ordering::Relaxed),
+        RANGE_LEN.load(Ordering::Acquire),
+    )
+}
+
+/// Why the sampled arena could not serve a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unavailable {
+    /// Reserving the range or creating the arena failed.
+    NoArena,
+}
+
+/// The `mallocx` flags for a sampled object of alignment `align` and size `size`, creating the
+/// arena on first use.
+pub(crate) fn flags(size: usize, align: usize) -> Result<i32, Unavailable> {
+    // Ordering: Acquire pairs with the Release store of READY in `create`, making ARENA_INDEX and
+    // the range visible.
+    let mut state = STATE.load(Ordering::Acquire);
+    if state == UNINIT {
+        state = create();
+    }
+    if state != READY {
+        return Err(Unavailable::NoArena);
+    }
+    // Ordering: published by the STATE pair above.
+    let arena = ARENA_INDEX.load(Ordering::Relaxed);
+    Ok(jem::MALLOCX_ARENA(arena) | jem::MALLOCX_TCACHE_NONE | align_flags(size, align))
+}
+
+/// Alignment flags exactly as tikv-jemallocator computes them: none when the natural alignment of
+/// the size class suffices.
+fn align_flags(size: usize, align: usize) -> i32 {
+    const MIN_ALIGN: usize = 16;
+    if align <= MIN_ALIGN && align <= size {
+        0
+    } else {
+        jem::MALLOCX_LG_ALIGN(align.trailing_zeros() as usize)
+    }
+}
+
+#[cold]
+fn create() -> u8 {
+    let _held = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // Ordering: under INIT_LOCK; Acquire as in `flags`.
+    let state = STATE.load(Ordering::Acquire);
+    if state != UNINIT {
+        return state;
+    }
+    let state = match reserve_range(crate::config::arena_size()).and_then(|()| create_arena()) {
+        Some(index) => {
+            // Ordering: published by the Release store of STATE below.
+            ARENA_INDEX.store(index as usize, Ordering::Relaxed);
+            pin_small_slabs(index);
+            READY
+        }
+        None => FAILED,
+    };
+    // Ordering: Release pairs with the Acquire loads in `flags`.
+    STATE.store(state, Ordering::Release);
+    state
+}
+
+/// Reserves `len` (rounded up to a power of two, at least 4 MiB) bytes of address space, aligned
+/// to its size.
+fn reserve_range(len: usize) -> Option<()> {
+    let len = len.max(4 << 20).checked_next_power_of_two()?;
+    let span = len.checked_mul(2)?;
+    // SAFETY: an anonymous PROT_NONE reservation at an address of the kernel's choosing touches no
+    // existing mapping.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return None;
+    }
+    let raw = raw as usize;
+    let base = (raw + len - 1) & !(len - 1);
+    // SAFETY: both pieces lie inside the reservation we just made and nobody else uses: the part
+    // before the aligned base and the part after base + len.
+    unsafe {
+        if base > raw {
+            libc::munmap(raw as *mut libc::c_void, base - raw);
+        }
+        let end = base + len;
+        if raw + span > end {
+            libc::munmap(end as *mut libc::c_void, raw + span - end);
+        }
+    }
+    // Ordering: RANGE_BASE is published by the Release store of RANGE_LEN right after.
+    RANGE_BASE.store(base, Ordering::Relaxed);
+    // Ordering: Release pairs with the Acquire loads in `reserved`, `usage` and the hooks.
+    RANGE_LEN.store(len, Ordering::Release);
+    // Ordering: see `contains`; also published by the Release store of STATE in `create`.
+    RANGE_WORD.store(base | len.trailing_zeros() as usize, Ordering::Relaxed);
+    Some(())
+}
+
+fn create_arena() -> Option<c_uint> {
+    let mut index: c_uint = 0;
+    let mut index_len = std::mem::size_of::<c_uint>();
+    let mut hooks: *mut jem::extent_hooks_t = HOOKS.0.get();
+    // SAFETY: "arenas.create" reads an `extent_hooks_t *` (we pass a pointer to one, of the size we
+    // state) and writes an unsigned into `index`; HOOKS lives for the whole program as jemalloc
+    // requires.
+    let rc = unsafe {
+        jem::mallctl(
+            c"arenas.create".as_ptr(),
+            (&mut index as *mut c_uint).cast(),
+            &mut index_len,
+            (&mut hooks as *mut *mut jem::extent_hooks_t).cast(),
+            std::mem::size_of::<*mut jem::extent_hooks_t>(),
+        )
+    };
+    (rc == 0).then_some(index)
+}
+
+/// Largest small size class of jemalloc 5.3 with 4 KiB pages (`SC_SMALL_MAXCLASS`).
+const SMALL_MAX: usize = 14 << 10;
+
+/// Allocates, and never frees, one object of every small size class in the sampled arena.
+///
+/// Sampled objects are sparse: at R = 512 KiB a size class often has no live sample at all, so
+/// without this every sampled allocation would need a fresh slab (an extent split, heap and map
+/// updates) and every free would hand it back, which measured about 2 µs per sample. A pinned
+/// object keeps one slab per size class alive, and sampled objects share it. Cost: one slab per
+/// small size class of address space (about 0.5 MiB), of which only the pinned objects' pages are
+/// touched.
+fn pin_small_slabs(arena: c_uint) {
+    let flags = jem::MALLOCX_ARENA(arena as usize) | jem::MALLOCX_TCACHE_NONE;
+    let mut size = 1;
+    while size <= SMALL_MAX {
+        // SAFETY: nallocx only computes a size class; mallocx gets a non-zero size and a valid
+        // arena; the object is deliberately never freed.
+        let class = unsafe { jem::nallocx(size, flags) };
+        if class == 0 || class > SMALL_MAX {
+            break;
+        }
+        // SAFETY: as above.
+        let _pinned = unsafe { jem::mallocx(class, flags) };
+        size = class + 1;
+    }
+}
+
+unsafe extern "C" fn extent_alloc(
+    _hooks: *mut jem::extent_hooks_t,
+    new_addr: *mut c_void,
+    size: usize,
+    alignment: usize,
+    zero: *mut bool,
+    commit: *mut bool,
+    _arena: c_uint,
+) -> *mut c_void {
+    // Ordering: see `contains`; the range is reserved before the arena (and so this hook) exists.
+    let len = RANGE_LEN.load(Ordering::Acquire);
+    let base = RANGE_BASE.load(Ordering::Relaxed);
+    let alignment = alignment.max(1);
+    // Ordering: the bump pointer only hands out disjoint offsets; no other memory hangs on it, so
+    // Relaxed compare-exchange suffices (uniqueness comes from the RMW itself).
+    let mut current = BUMP.load(Ordering::Relaxed);
+    let start = loop {
+        let start = if new_addr.is_null() {
+            match (base + current).checked_add(alignment - 1) {
+                Some(end) => (end & !(alignment - 1)) - base,
+                None => return std::ptr::null_mut(),
+            }
+        } else if new_addr as usize == base + current && (new_addr as usize) % alignment == 0 {
+            // In-place growth right at the end of what was handed out.
+            current
+        } else {
+            return std::ptr::null_mut();
+        };
+        let end = match start.checked_add(size) {
+            Some(end) if end <= len => end,
+            // The range is exhausted: jemalloc sees an allocation failure.
+            _ => return std::ptr::null_mut(),
+        };
+        // Ordering: see the comments above (Relaxed: the word is written once; the bump RMW alone makes offsets unique).
+        match BUMP.compare_exchange_weak(current, end, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break start,
+            Err(now) => current = now,
+        }
+    };
+    let addr = (base + start) as *mut c_void;
+    // SAFETY: [addr, addr+size) lies inside our reservation and was handed out to nobody else (the
+    // compare-exchange above made it ours); making it read-write affects no other mapping.
+    if unsafe { libc::mprotect(addr, size, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: jemalloc passes valid pointers to its two flags. The pages were never written
+    // (PROT_NONE until now), so they read as zero, and they are committed (readable and writable).
+    unsafe {
+        *zero = true;
+        *commit = true;
+    }
+    addr
+}
+
+/// Opt out of deallocation: the extent stays mapped and jemalloc retains it for reuse.
+unsafe extern "C" fn extent_dalloc(
+    _hooks: *mut jem::extent_hooks_t,
+    _addr: *mut c_void,
+    _size: usize,
+    _committed: bool,
+    _arena: c_uint,
+) -> bool {
+    true
+}
+
+unsafe extern "C" fn extent_purge_lazy(
+    _hooks: *mut jem::extent_hooks_t,
+    addr: *mut c_void,
+    _size: usize,
+    offset: usize,
+    length: usize,
+    _arena: c_uint,
+) -> bool {
+    // SAFETY: jemalloc only purges pages of extents it got from our alloc hook, which lie in the
+    // read-write part of our private anonymous range; MADV_FREE on them discards contents only.
+    unsafe {
+        libc::madvise(
+            addr.cast::<u8>().add(offset).cast(),
+            length,
+            libc::MADV_FREE,
+        ) != 0
+    }
+}
+
+unsafe extern "C" fn extent_purge_forced(
+    _hooks: *mut jem::extent_hooks_t,
+    addr: *mut c_void,
+    _size: usize,
+    offset: usize,
+    length: usize,
+    _arena: c_uint,
+) -> bool {
+    // SAFETY: as in `extent_purge_lazy`; MADV_DONTNEED makes the pages read as zero afterwards, as
+    // a forced purge must.
+    unsafe {
+        libc::madvise(
+            addr.cast::<u8>().add(offset).cast(),
+            length,
+            libc::MADV_DONTNEED,
+        ) != 0
+    }
+}
+
+/// Splitting is always fine: the whole range is one mapping.
+unsafe extern "C" fn extent_split(
+    _hooks: *mut jem::extent_hooks_t,
+    _addr: *mut c_void,
+    _size: usize,
+    _size_a: usize,
+    _size_b: usize,
+    _committed: bool,
+    _arena: c_uint,
+) -> bool {
+    false
+}
+
+/// Merging is always fine: adjacent extents of this arena lie in the same mapping.
+unsafe extern "C" fn extent_merge(
+    _hooks: *mut jem::extent_hooks_t,
+    _addr_a: *mut c_void,
+    _size_a: usize,
+    _addr_b: *mut c_void,
+    _size_b: usize,
+    _committed: bool,
+    _arena: c_uint,
+) -> bool {
+    false
+}

@@ -1,0 +1,213 @@
+//! The profiler's tables: interned stacks (with accumulated figures) and live samples by address.
+//!
+//! Both sit behind `std::sync::Mutex` (futex-based on Linux: it never allocates). The tables
+//! themselves allocate only while their lock is held *and* the thread is inside the re-entrancy
+//! guard, so those allocations go straight to the inner allocator and never come back here.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Mutex, MutexGuard};
+
+use jeprof_dumpfmt::Estimate;
+
+/// A cheap multiplicative hasher for addresses and stack hashes (keys are not attacker-chosen).
+#[derive(Default)]
+pub(crate) struct WordHasher(u64);
+
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        // A product's low bits depend only on the factors' low bits, and sampled addresses are
+        // 16-aligned or more: fold the well-mixed high half into the low bits hashbrown indexes
+        // with (its 7-bit tags come from the top bits, which stay as they are).
+        self.0 ^ (self.0 >> 32)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(26) ^ x).wrapping_mul(MIX);
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+}
+
+pub(crate) type Map<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// One live sampled allocation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LiveSample {
+    /// Size the program asked for (what the sampling probability depends on).
+    pub(crate) requested: usize,
+    /// jemalloc's usable size (what the profile reports).
+    pub(crate) usable: usize,
+    /// The period R the thread's countdown was drawn with.
+    pub(crate) period: u64,
+    /// Index into the stack table.
+    pub(crate) stack: u32,
+    /// uid of the allocating thread.
+    pub(crate) thread: u64,
+    /// A label for per-scope attribution (0 = none). Written on every sample, read by the
+    /// per-task attribution that a later issue adds.
+    #[allow(dead_code)]
+    pub(crate) scope: u64,
+}
+
+impl LiveSample {
+    pub(crate) fn estimate(&self) -> Estimate {
+        sample_estimate(self.requested, self.usable, self.period)
+    }
+}
+
+/// What one sample stands for: probability from the *requested* size (the countdown was charged
+/// with it), bytes from the *usable* size scaled by the same weight (`design-notes.md` §2):
+/// `objects = 1/p`, `bytes = usable/p`, variances `(1 − p)/p²` and `usable²(1 − p)/p²`.
+pub(crate) fn sample_estimate(requested: usize, usable: usize, period: u64) -> Estimate {
+    let p = jeprof_dumpfmt::math::sample_probability(requested as f64, period as f64);
+    let objects = 1.0 / p;
+    let q = (1.0 - p) / (p * p);
+    let usable = usable as f64;
+    Estimate {
+        objects,
+        bytes: usable * objects,
+        objects_variance: q,
+        bytes_variance: usable * usable * q,
+    }
+}
+
+/// Number of live-sample shards (a power of two).
+pub(crate) const SHARDS: usize = 64;
+
+/// One shard of the live-sample table (created at its first sample).
+pub(crate) type LiveShard = Option<Map<usize, LiveSample>>;
+
+/// Live samples by address, sharded so that frees on different threads rarely meet.
+pub(crate) static LIVE: [Mutex<LiveShard>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
+
+/// The shard holding address `addr`.
+pub(crate) fn shard_of(addr: usize) -> &'static Mutex<LiveShard> {
+    let h = ((addr >> 4) as u64).wrapping_mul(MIX);
+    &LIVE[(h >> (64 - SHARDS.trailing_zeros())) as usize]
+}
+
+/// Locks a profiler mutex, ignoring poison (nothing here panics while holding one, and a heap
+/// profiler must keep working regardless).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One distinct stack.
+pub(crate) struct StackRecord {
+    /// Return addresses, innermost first.
+    pub(crate) frames: Box<[u64]>,
+    /// Allocated since start, all threads.
+    pub(crate) accum: Estimate,
+    /// Allocated since start, per thread uid.
+    pub(crate) threads: Vec<(u64, Estimate)>,
+    /// Next record with the same hash (`u32::MAX`: none).
+    next_same_hash: u32,
+}
+
+/// Interned stacks.
+#[derive(Default)]
+pub(crate) struct StackTable {
+    /// Hash of frames → first record with that hash.
+    by_hash: Map<u64, u32>,
+    /// Records; an index is a stack id.
+    pub(crate) records: Vec<StackRecord>,
+}
+
+/// The stack table.
+pub(crate) static STACKS: Mutex<Option<StackTable>> = Mutex::new(None);
+
+impl StackTable {
+    /// Finds or adds `frames`, charges `accum` to it for `thread`, and returns its id; `None` when
+    /// the stack is new and the table already holds `max_stacks` stacks.
+    pub(crate) fn intern_and_charge(
+        &mut self,
+        frames: &[u64],
+        thread: u64,
+        accum: &Estimate,
+        max_stacks: usize,
+    ) -> Option<u32> {
+        let mut h = WordHasher(frames.len() as u64);
+        for &f in frames {
+            h.write_u64(f);
+        }
+        let hash = h.finish();
+        let mut id = self.by_hash.get(&hash).copied().unwrap_or(u32::MAX);
+        while id != u32::MAX && *self.records[id as usize].frames != *frames {
+            id = self.records[id as usize].next_same_hash;
+        }
+        if id == u32::MAX {
+            if self.records.len() >= max_stacks || self.records.len() >= u32::MAX as usize - 1 {
+                return None;
+            }
+            id = self.records.len() as u32;
+            let next_same_hash = self.by_hash.insert(hash, id).unwrap_or(u32::MAX);
+            self.records.push(StackRecord {
+                frames: frames.into(),
+                accum: Estimate::default(),
+                threads: Vec::new(),
+                next_same_hash,
+            });
+        }
+        let record = &mut self.records[id as usize];
+        record.accum.add(accum);
+        match record.threads.iter_mut().find(|(t, _)| *t == thread) {
+            Some((_, e)) => e.add(accum),
+            None => record.threads.push((thread, *accum)),
+        }
+        Some(id)
+    }
+
+    /// Bytes this table holds (capacity, not just length).
+    pub(crate) fn metadata_bytes(&self) -> usize {
+        let map = self.by_hash.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
+        let records = self.records.capacity() * std::mem::size_of::<StackRecord>();
+        let inner: usize = self
+            .records
+            .iter()
+            .map(|r| {
+                r.frames.len() * 8 + r.threads.capacity() * std::mem::size_of::<(u64, Estimate)>()
+            })
+            .sum();
+        map + records + inner
+    }
+}
+
+/// Bytes a live-sample map holds.
+pub(crate) fn live_map_bytes(map: &Map<usize, LiveSample>) -> usize {
+    map.capacity() * (std::mem::size_of::<(usize, LiveSample)>() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_finds_equal_stacks_and_caps_distinct_ones() {
+        let mut t = StackTable::default();
+        let e = sample_estimate(8, 8, 1 << 19);
+        let a = t.intern_and_charge(&[1, 2, 3], 0, &e, 2).unwrap();
+        let b = t.intern_and_charge(&[1, 2, 4], 1, &e, 2).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.intern_and_charge(&[1, 2, 3], 1, &e, 2), Some(a));
+        assert_eq!(t.intern_and_charge(&[9], 0, &e, 2), None);
+        let r = &t.records[a as usize];
+        assert_eq!(r.threads.len(), 2);
+        assert!((r.accum.objects - 2.0 * e.objects).abs() < 1e-6);
+    }
+
+    #[test]
+    fn weight_uses_requested_size_and_reports_usable_bytes() {
+        let e = sample_estimate(10, 16, 100);
+        let p = 1.0 - (-10.0f64 / 100.0).exp();
+        assert!((e.objects - 1.0 / p).abs() < 1e-9);
+        assert!((e.bytes - 16.0 / p).abs() < 1e-9);
+    }
+}
