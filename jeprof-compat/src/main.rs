@@ -1,1 +1,436 @@
-fn main(){}
+//! `jeprof-compat`: jeprof's heap reports without Perl, fleet merges, pprof output and leak diffs
+//! for jemalloc `heap_v2` dumps. A thin command line over the `jeprof_compat` library.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use jeprof_compat::names::{NameStyle, SkipRules};
+use jeprof_compat::report::{self, Measure, ReportOptions};
+use jeprof_compat::{diff, pprof, SymbolizeOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "jeprof-compat",
+    version,
+    about = "jeprof's heap reports without Perl, fleet merges, pprof output and leak diffs for jemalloc heap_v2 dumps",
+    after_help = "\
+Examples:
+  jeprof-compat report --text --show_bytes app.1234.0.f.heap      # like `jeprof --text --show_bytes`
+  jeprof-compat report --binary ./app app.heap                    # raw dump: symbolize through its maps
+  jeprof-compat report --interval --focus 'cache::' a.heap b.heap # several dumps add up; 95% intervals
+  jeprof-compat report --flamegraph heap.svg app.heap
+  jeprof-compat merge -o fleet.heap replica-*.heap                # unbias, then sum; jeprof reads fleet.heap
+  jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top app.pb.gz
+  jeprof-compat diff before.heap after.heap                       # what grew, and is it more than noise?
+
+Exit status: 0 on success (also when the reader of stdout goes away), 2 on bad input or usage."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print jeprof's text report (or folded stacks, or a flame graph) of one or more dumps added up.
+    #[command(after_help = "\
+Examples:
+  jeprof-compat report --show_bytes dump.heap
+      Total: 2161886 B
+       2161886 100.0% 100.0%  2161886 100.0% leaf_alloc
+             0   0.0% 100.0%  2161886 100.0% main
+  jeprof-compat report --inuse_objects --interval dump.heap
+  jeprof-compat report --collapsed dump.heap | sort
+  jeprof-compat report --flamegraph out.svg --focus '^my_crate::' dump.heap
+
+Columns (as jeprof): flat, flat%, running sum%, cum, cum%, function. flat: allocated in the function
+itself; cum: in it or in anything it called; a function is counted once per stack. With --interval two
+columns give the 95% confidence interval of flat and cum (the variances of the stacks involved added up;
+a function in several stacks gets the sum of their variances, since stacks are independent samples).")]
+    Report(ReportArgs),
+    /// Merge dumps (any processes, builds and sample periods) into one heap_v2 dump or pprof file.
+    #[command(after_help = "\
+Examples:
+  jeprof-compat merge -o fleet.heap /dumps/*.heap && jeprof --text fleet.heap
+  jeprof-compat merge --format pprof -o fleet.pb.gz --jobs 2 /dumps/*.heap
+
+Each dump is unbiased with its own period, then figures are added. Frames merge by function name where
+the dump carries symbols, else by module + file offset through the dump's memory map (so ASLR does not
+matter), else by address. The output is a symbolized heap_v2 dump (synthetic addresses, a symbol
+section) whose period is the smallest of the inputs; `jeprof --text OUT` reports it without a binary.")]
+    Merge(MergeArgs),
+    /// Convert dumps to pprof's profile.proto (gzipped).
+    #[command(after_help = "\
+Example:
+  jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top -sample_index=inuse_space app.pb.gz
+
+Sample types: inuse_objects/count, inuse_space/bytes, alloc_objects/count, alloc_space/bytes; values are
+the unbiased estimates rounded to integers; period = the sample period.")]
+    Pprof(PprofArgs),
+    /// Per-function change from BASE to NEW, with its 95% interval and a flag when it is significant.
+    #[command(after_help = "\
+Example:
+  jeprof-compat diff --show_bytes before.heap after.heap
+      Total: base 52428800 B, new 73400320 B, change +20971520 ± 3123456 B (significant)
+         change      ±95%      base       new sig function
+      +20971520   3100000  10485760  31457280   * my_crate::cache::insert
+
+A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent,
+which overstates the noise for two dumps of one process: flagged changes are real.")]
+    Diff(DiffArgs),
+}
+
+#[derive(Args)]
+struct Common {
+    /// Program that wrote raw (unsymbolized) dumps; mapped libraries are read from their own paths.
+    #[arg(long, value_name = "PATH")]
+    binary: Option<PathBuf>,
+    /// Shorten names exactly as jeprof does (strips `<...>` and `(...)`, garbling Rust names).
+    #[arg(long = "jeprof_names", alias = "jeprof-names")]
+    jeprof_names: bool,
+    /// Keep Rust allocator frames (`__rust_alloc`, `alloc::alloc::*`, GlobalAlloc impls, the shim's),
+    /// which jeprof keeps; jeprof's own skip list (malloc, jemalloc internals) always applies.
+    #[arg(long = "keep_alloc_frames", alias = "keep-alloc-frames")]
+    keep_alloc_frames: bool,
+}
+
+impl Common {
+    fn symbolize(&self) -> SymbolizeOptions {
+        SymbolizeOptions {
+            binary: self.binary.clone(),
+            style: if self.jeprof_names {
+                NameStyle::Jeprof
+            } else {
+                NameStyle::Clean
+            },
+        }
+    }
+
+    fn skip(&self) -> SkipRules {
+        SkipRules {
+            rust_allocator_frames: !self.keep_alloc_frames,
+        }
+    }
+}
+
+#[derive(Args)]
+#[group(multiple = false)]
+struct MeasureArgs {
+    /// Live bytes (default).
+    #[arg(long = "inuse_space", alias = "inuse-space")]
+    inuse_space: bool,
+    /// Live objects.
+    #[arg(long = "inuse_objects", alias = "inuse-objects")]
+    inuse_objects: bool,
+    /// Bytes allocated since the start (needs prof_accum).
+    #[arg(long = "alloc_space", alias = "alloc-space")]
+    alloc_space: bool,
+    /// Objects allocated since the start (needs prof_accum).
+    #[arg(long = "alloc_objects", alias = "alloc-objects")]
+    alloc_objects: bool,
+}
+
+impl MeasureArgs {
+    fn measure(&self) -> Measure {
+        if self.inuse_objects {
+            Measure::InuseObjects
+        } else if self.alloc_space {
+            Measure::AllocSpace
+        } else if self.alloc_objects {
+            Measure::AllocObjects
+        } else {
+            Measure::InuseSpace
+        }
+    }
+}
+
+#[derive(Args)]
+struct ViewArgs {
+    #[command(flatten)]
+    measure: MeasureArgs,
+    /// Print bytes as integers (B) instead of MB with one decimal.
+    #[arg(long = "show_bytes", alias = "show-bytes")]
+    show_bytes: bool,
+    /// Print at most N rows (jeprof's --text ignores its --nodecount and prints all).
+    #[arg(long, value_name = "N")]
+    nodecount: Option<usize>,
+    /// Only stacks with a frame whose function (or 16-digit address) matches REGEX.
+    #[arg(long, value_name = "REGEX")]
+    focus: Option<String>,
+}
+
+#[derive(Args)]
+#[group(multiple = false)]
+struct OutputKind {
+    /// jeprof's text report (default).
+    #[arg(long)]
+    text: bool,
+    /// Folded stacks `root;...;leaf count`, sorted (jeprof prints them in random order).
+    #[arg(long)]
+    collapsed: bool,
+    /// Write a flame graph SVG to OUT.svg.
+    #[arg(long, value_name = "OUT.svg")]
+    flamegraph: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Dumps to add up.
+    #[arg(required = true, value_name = "DUMP")]
+    dumps: Vec<PathBuf>,
+    #[command(flatten)]
+    output: OutputKind,
+    #[command(flatten)]
+    view: ViewArgs,
+    /// Add each function's 95% confidence interval (flat and cum).
+    #[arg(long)]
+    interval: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// jemalloc's text format, symbolized (jeprof reads it without a binary).
+    #[value(name = "heap_v2")]
+    HeapV2,
+    /// pprof profile.proto, gzipped.
+    Pprof,
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// Dumps to merge.
+    #[arg(required = true, value_name = "DUMP")]
+    dumps: Vec<PathBuf>,
+    /// Where to write the merged profile.
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "heap_v2")]
+    format: Format,
+    /// Dumps parsed in parallel (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// How heap_v2 figures become integers, the header period being R, the smallest input period:
+    /// `optimal` writes the entries whose jeprof figures are closest to the truth (up to three per
+    /// stack); `best` also tries header periods R/2..R/64 (most accurate, can be 10x slower);
+    /// `nearest` is jemalloc's own rounding, one entry per stack (fastest, least accurate).
+    #[arg(long, value_enum, default_value = "optimal")]
+    rounding: RoundingArg,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RoundingArg {
+    /// Closest jeprof figures at period R (may write several entries per stack).
+    Optimal,
+    /// As `optimal`, also choosing the header period among R..R/64.
+    Best,
+    /// jemalloc's rounding: one entry per stack.
+    Nearest,
+}
+
+#[derive(Args)]
+struct PprofArgs {
+    /// Dumps to convert (several are added up).
+    #[arg(required = true, value_name = "DUMP")]
+    dumps: Vec<PathBuf>,
+    /// Where to write the gzipped profile.proto.
+    #[arg(short, long, value_name = "OUT.pb.gz")]
+    output: PathBuf,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct DiffArgs {
+    /// The earlier dump.
+    base: PathBuf,
+    /// The later dump.
+    new: PathBuf,
+    #[command(flatten)]
+    view: ViewArgs,
+    /// Compare cumulative figures (a function and its callees) instead of flat ones.
+    #[arg(long)]
+    cum: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn report_options(
+    view: &ViewArgs,
+    common: &Common,
+    interval: bool,
+) -> anyhow::Result<ReportOptions> {
+    let focus = match &view.focus {
+        Some(re) => Some(
+            regex::Regex::new(re)
+                .with_context(|| format!("--focus {re:?} is not a valid regex"))?,
+        ),
+        None => None,
+    };
+    Ok(ReportOptions {
+        measure: view.measure.measure(),
+        show_bytes: view.show_bytes,
+        focus,
+        skip: common.skip(),
+        nodecount: view.nodecount,
+        interval,
+    })
+}
+
+/// Writes to stdout; a closed pipe ends the program successfully.
+fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => Ok(other.context("writing to stdout")?),
+    }
+}
+
+fn create(path: &PathBuf) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("{}: cannot create", path.display()))?;
+    Ok(std::io::BufWriter::new(file))
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Report(args) => {
+            let options = report_options(&args.view, &args.common, args.interval)?;
+            let profiles = jeprof_compat::load_all(&args.dumps, &args.common.symbolize())?;
+            if let Some(svg) = &args.output.flamegraph {
+                let lines = report::collapsed(&profiles, &options);
+                let title = match args.dumps.as_slice() {
+                    [one] => format!("{}: {}", options.measure.name(), one.display()),
+                    many => format!("{}: {} dumps added up", options.measure.name(), many.len()),
+                };
+                let mut out = create(svg)?;
+                report::flamegraph(&lines, &options, &title, &mut out)?;
+                out.flush()
+                    .with_context(|| format!("{}: write failed", svg.display()))?;
+            } else if args.output.collapsed {
+                emit(&report::format_collapsed(&report::collapsed(
+                    &profiles, &options,
+                )))?;
+            } else {
+                let r = report::build(&profiles, &options);
+                let mut text = String::new();
+                if options.interval {
+                    text.push_str(report::interval_legend());
+                }
+                text.push_str(&report::format_text(&r, &options));
+                emit(&text)?;
+            }
+        }
+        Command::Merge(args) => {
+            let jobs = args
+                .jobs
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let bar = if std::io::stderr().is_terminal() {
+                let bar = indicatif::ProgressBar::new(args.dumps.len() as u64);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{bar:40} {pos}/{len} dumps, {per_sec}, eta {eta}",
+                    )
+                    .expect("static template"),
+                );
+                Some(bar)
+            } else {
+                None
+            };
+            let tick = || {
+                if let Some(b) = &bar {
+                    b.inc(1);
+                }
+            };
+            let acc =
+                jeprof_compat::merge_files(&args.dumps, &args.common.symbolize(), jobs, &tick)?;
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+            }
+            match args.format {
+                Format::HeapV2 => {
+                    let profile = acc.to_profile();
+                    let options = match args.rounding {
+                        // Optimal entries at R, the smallest input period (measured on 10 merged
+                        // fleet dumps: worst error 7e-5 in bytes, 3e-5 in objects per function).
+                        RoundingArg::Optimal => jeprof_dumpfmt::WriteOptions {
+                            header_period: jeprof_dumpfmt::write::HeaderPeriod::Sampling,
+                            ..jeprof_dumpfmt::WriteOptions::default()
+                        },
+                        RoundingArg::Best => jeprof_dumpfmt::WriteOptions::default(),
+                        RoundingArg::Nearest => jeprof_dumpfmt::WriteOptions {
+                            rounding: jeprof_dumpfmt::Rounding::Nearest,
+                            header_period: jeprof_dumpfmt::write::HeaderPeriod::Sampling,
+                            ..jeprof_dumpfmt::WriteOptions::default()
+                        },
+                    };
+                    jeprof_dumpfmt::write::write_file(&profile, &args.output, &options)?;
+                }
+                Format::Pprof => {
+                    let resolved = acc.to_resolved("merge");
+                    let pb = pprof::build(&[resolved], args.common.skip());
+                    let mut out = create(&args.output)?;
+                    pprof::write_gz(&pb, &mut out)
+                        .with_context(|| format!("{}: write failed", args.output.display()))?;
+                }
+            }
+        }
+        Command::Pprof(args) => {
+            let profiles = jeprof_compat::load_all(&args.dumps, &args.common.symbolize())?;
+            let pb = pprof::build(&profiles, args.common.skip());
+            let mut out = create(&args.output)?;
+            pprof::write_gz(&pb, &mut out)
+                .with_context(|| format!("{}: write failed", args.output.display()))?;
+        }
+        Command::Diff(args) => {
+            let options = report_options(&args.view, &args.common, true)?;
+            let sym = args.common.symbolize();
+            let base = jeprof_compat::load(&args.base, &sym)?;
+            let new = jeprof_compat::load(&args.new, &sym)?;
+            let base = report::build(&[base], &options);
+            let new = report::build(&[new], &options);
+            let changes = diff::compare(&base, &new, args.cum);
+            emit(&diff::format(&base, &new, &changes, &options))?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            // --help and --version go to stdout; a closed pipe there is fine.
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the file, the line and what was wrong come from the reader's error.
+            // Each cause once: the reader's errors already include their source's text.
+            let mut message = String::new();
+            for cause in e.chain() {
+                let text = cause.to_string();
+                if !message.contains(&text) {
+                    if !message.is_empty() {
+                        message.push_str(": ");
+                    }
+                    message.push_str(&text);
+                }
+            }
+            let message = message.replace('\n', " ");
+            let _ = writeln!(std::io::stderr(), "jeprof-compat: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

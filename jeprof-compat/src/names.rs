@@ -1,0 +1,296 @@
+//! Function names: demangling, jeprof's shortening, and the allocator frames a report leaves out.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+/// How function names are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NameStyle {
+    /// Rust names demangled without their hash and left whole (`<Vec<T> as Drop>::drop`); C++ names
+    /// (recognised by their argument list) shortened as jeprof does.
+    #[default]
+    Clean,
+    /// Every name through jeprof's `ShortFunctionName` (strips `(...)` and `<...>`), as the Perl
+    /// script prints them: use it to compare with jeprof byte for byte on Rust programs.
+    Jeprof,
+}
+
+/// Demangles `raw` (Rust legacy or v0, or C++) and applies `style`.
+pub fn clean(raw: &str, style: NameStyle) -> String {
+    let name = demangle(raw);
+    if style == NameStyle::Clean && !name.contains('(') {
+        return name;
+    }
+    match style {
+        NameStyle::Jeprof => short_function_name(&name),
+        NameStyle::Clean if name.contains('(') => short_function_name(&name),
+        NameStyle::Clean => name,
+    }
+}
+
+/// Demangled form of a symbol name; names that are not mangled come back unchanged, except that a
+/// trailing Rust legacy hash (`::h0123456789abcdef`) is removed.
+pub fn demangle(raw: &str) -> String {
+    // Fast path: nothing mangled and no hash to strip (most names in symbolized dumps).
+    if !raw.starts_with("_Z")
+        && !raw.starts_with("_R")
+        && !raw.starts_with("__Z")
+        && !raw.contains("::h")
+    {
+        return raw.to_string();
+    }
+    if let Ok(d) = rustc_demangle::try_demangle(raw) {
+        return format!("{d:#}");
+    }
+    if raw.starts_with("_Z") {
+        if let Some(d) = addr2line::demangle(raw, addr2line::gimli::DW_LANG_C_plus_plus) {
+            return d;
+        }
+    }
+    strip_rust_hash(raw).to_string()
+}
+
+fn strip_rust_hash(name: &str) -> &str {
+    if let Some((head, hash)) = name.rsplit_once("::h") {
+        if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return head;
+        }
+    }
+    name
+}
+
+/// jeprof's `ShortFunctionName`: drop argument lists and template arguments, then a leading return
+/// type.
+pub fn short_function_name(name: &str) -> String {
+    static ARGS: OnceLock<Regex> = OnceLock::new();
+    static TEMPLATE: OnceLock<Regex> = OnceLock::new();
+    static LEADING: OnceLock<Regex> = OnceLock::new();
+    let args = ARGS.get_or_init(|| Regex::new(r"\([^()]*\)(\s*const)?").expect("static regex"));
+    let template = TEMPLATE.get_or_init(|| Regex::new(r"<[^<>]*>").expect("static regex"));
+    let leading = LEADING.get_or_init(|| Regex::new(r"^.*\s+(\w+::)").expect("static regex"));
+    let mut s = name.to_string();
+    loop {
+        let next = args.replace_all(&s, "").into_owned();
+        if next == s {
+            break;
+        }
+        s = next;
+    }
+    loop {
+        let next = template.replace_all(&s, "").into_owned();
+        if next == s {
+            break;
+        }
+        s = next;
+    }
+    leading.replace(&s, "$1").into_owned()
+}
+
+/// Which frames [`is_uninteresting`] removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SkipRules {
+    /// Also remove Rust's allocation shims (`__rust_alloc`, `alloc::alloc::*`, `GlobalAlloc` impls,
+    /// tikv-jemallocator's `_rjem_` entry points, `jeprof_shim::*`), which jeprof keeps.
+    pub rust_allocator_frames: bool,
+}
+
+impl Default for SkipRules {
+    fn default() -> SkipRules {
+        SkipRules {
+            rust_allocator_frames: true,
+        }
+    }
+}
+
+/// jeprof's heap skip list (`RemoveUninterestingFrames`, jemalloc 5.3.1, empty prefix).
+const JEPROF_SKIP: &[&str] = &[
+    "calloc",
+    "cfree",
+    "malloc",
+    "je_malloc_default",
+    "newImpl",
+    "void* newImpl",
+    "fallbackNewImpl",
+    "void* fallbackNewImpl",
+    "fallback_impl",
+    "void* fallback_impl",
+    "imalloc",
+    "int imalloc",
+    "imalloc_body",
+    "int imalloc_body",
+    "prof_alloc_prep",
+    "prof_tctx_t *prof_alloc_prep",
+    "prof_backtrace_impl",
+    "void prof_backtrace_impl",
+    "je_prof_backtrace",
+    "void je_prof_backtrace",
+    "je_prof_tctx_create",
+    "prof_tctx_t* prof_tctx_create",
+    "free",
+    "memalign",
+    "posix_memalign",
+    "aligned_alloc",
+    "pvalloc",
+    "valloc",
+    "realloc",
+    "mallocx",
+    "irallocx_prof",
+    "void *irallocx_prof",
+    "rallocx",
+    "do_rallocx",
+    "ixallocx_prof",
+    "size_t ixallocx_prof",
+    "xallocx",
+    "dallocx",
+    "sdallocx",
+    "sdallocx_noflags",
+    "tc_calloc",
+    "tc_cfree",
+    "tc_malloc",
+    "tc_free",
+    "tc_memalign",
+    "tc_posix_memalign",
+    "tc_pvalloc",
+    "tc_valloc",
+    "tc_realloc",
+    "tc_new",
+    "tc_delete",
+    "tc_newarray",
+    "tc_deletearray",
+    "tc_new_nothrow",
+    "tc_newarray_nothrow",
+    "do_malloc",
+    "::do_malloc",
+    "::do_malloc_or_cpp_alloc",
+    "DoSampledAllocation",
+    "simple_alloc::allocate",
+    "__malloc_alloc_template::allocate",
+    "__builtin_delete",
+    "__builtin_new",
+    "__builtin_vec_delete",
+    "__builtin_vec_new",
+    "operator new",
+    "operator new[]",
+    "malloc_zone_malloc",
+    "malloc_zone_calloc",
+    "malloc_zone_valloc",
+    "malloc_zone_realloc",
+    "malloc_zone_memalign",
+    "malloc_zone_free",
+    "__start_google_malloc",
+    "__stop_google_malloc",
+    "__start_malloc_hook",
+    "__stop_malloc_hook",
+];
+
+fn jeprof_skip_set() -> &'static HashSet<String> {
+    static SET: OnceLock<HashSet<String>> = OnceLock::new();
+    SET.get_or_init(|| {
+        let mut set = HashSet::new();
+        for name in JEPROF_SKIP {
+            set.insert(name.to_string());
+            // Mach-O adds a `_` to every symbol.
+            set.insert(format!("_{name}"));
+        }
+        set
+    })
+}
+
+fn rust_skip_regex() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(concat!(
+            r"^(__rust_(alloc|alloc_zeroed|realloc|dealloc)|__rdl_\w+|__rg_\w+|_rjem_\w+",
+            r"|alloc::alloc::.*|std::alloc::.*|jeprof_shim::.*|tikv_jemallocator::.*",
+            r"|<.* as core::alloc::global::GlobalAlloc>::\w+",
+            r"|<.* as core::alloc::Allocator>::\w+)$"
+        ))
+        .expect("static regex")
+    })
+}
+
+/// Whether jeprof (and, with `rules.rust_allocator_frames`, this tool) treats `function` (the
+/// outermost function at a frame's address) as allocator-internal. jeprof cuts the name at its first
+/// space before looking it up, and also matches `TCMalloc|^tcmalloc::`.
+pub fn is_uninteresting(function: &str, rules: SkipRules) -> bool {
+    let short = function.split(' ').next().unwrap_or(function);
+    if jeprof_skip_set().contains(short)
+        || short.contains("TCMalloc")
+        || short.starts_with("tcmalloc::")
+    {
+        return true;
+    }
+    rules.rust_allocator_frames && rust_skip_regex().is_match(function)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_function_name_strips_arguments_and_templates_like_jeprof() {
+        assert_eq!(
+            short_function_name("std::vector<int>::push_back(int const&)"),
+            "std::vector::push_back"
+        );
+        assert_eq!(short_function_name("void foo::bar(int) const"), "foo::bar");
+        assert_eq!(short_function_name("main"), "main");
+        // What jeprof makes of a Rust trait impl: the reason `NameStyle::Clean` exists.
+        assert_eq!(
+            short_function_name(
+                "<jeprof_shim::Profiled<A> as core::alloc::global::GlobalAlloc>::alloc"
+            ),
+            "::alloc"
+        );
+    }
+
+    #[test]
+    fn rust_names_demangle_without_hash() {
+        assert_eq!(
+            demangle("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+            "core::ptr::drop_in_place"
+        );
+        assert_eq!(
+            demangle("my_crate::cache::insert::h0123456789abcdef"),
+            "my_crate::cache::insert"
+        );
+        assert_eq!(
+            clean("std::vector<int>::push_back(int const&)", NameStyle::Clean),
+            "std::vector::push_back"
+        );
+        assert_eq!(
+            clean("alloc::vec::Vec<T,A>::push", NameStyle::Clean),
+            "alloc::vec::Vec<T,A>::push"
+        );
+    }
+
+    #[test]
+    fn allocator_frames_are_recognised() {
+        let rust = SkipRules::default();
+        let plain = SkipRules {
+            rust_allocator_frames: false,
+        };
+        for f in [
+            "malloc",
+            "je_prof_backtrace",
+            "_malloc",
+            "prof_backtrace_impl",
+            "tcmalloc::x",
+        ] {
+            assert!(is_uninteresting(f, plain), "{f}");
+        }
+        for f in [
+            "__rust_alloc",
+            "alloc::alloc::exchange_malloc",
+            "<jeprof_shim::Profiled<A> as core::alloc::global::GlobalAlloc>::alloc",
+            "_rjem_malloc",
+        ] {
+            assert!(is_uninteresting(f, rust), "{f}");
+            assert!(!is_uninteresting(f, plain), "{f}");
+        }
+        assert!(!is_uninteresting("main", rust));
+        assert!(!is_uninteresting("alloc::vec::Vec<T>::push", rust));
+    }
+}

@@ -1,0 +1,461 @@
+//! jeprof's `--text` and `--collapsed` reports, and flame graphs, from resolved profiles.
+//!
+//! The text report follows jeprof 5.3.1's `FilterAndPrint` step by step (`jeprof-format.md` §2.4–2.7):
+//! 1. `Total:` is the sum of every entry, before anything is removed.
+//! 2. `RemoveUninterestingFrames`: walking each stack from the leaf, a frame whose function is an
+//!    allocator function throws away itself and every frame seen so far.
+//! 3. `--focus`: keep the stacks with a frame whose address or name matches.
+//! 4. `TranslateStack`: addresses above `0x7fffffffffffffff` are dropped; an address with inlined
+//!    functions becomes one entry per function, innermost first, all but the outermost suffixed
+//!    ` (inline)`.
+//! 5. `ReduceProfile`: a function is counted once per stack, however often it recurses.
+//! 6. flat = the stack's first remaining function, cum = every remaining function; rows sorted by
+//!    flat (descending) then name, rows with flat = cum = 0 left out, percentages of the flat total.
+//!
+//! Figures are `f64` sums of what jeprof computes per entry; jeprof adds them in Perl hash order,
+//! which is random, so a figure that lands within a rounding error of an integer (or of a 0.1 MB
+//! step) can print one unit apart from one jeprof run to the next.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io;
+
+use jeprof_dumpfmt::{Counts, Estimate};
+use regex::Regex;
+
+use crate::hash::FastMap;
+use crate::names::{self, SkipRules};
+use crate::symbolize::{Frame, ResolvedProfile};
+
+/// Which of a stack's four figures a report shows (jeprof's `--inuse_space` etc.).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Measure {
+    /// Live bytes (the default).
+    #[default]
+    InuseSpace,
+    /// Live objects.
+    InuseObjects,
+    /// Bytes allocated since the start.
+    AllocSpace,
+    /// Objects allocated since the start.
+    AllocObjects,
+}
+
+impl Measure {
+    /// The figure and its variance.
+    pub fn pick(self, counts: &Counts) -> (f64, f64) {
+        let e: &Estimate = match self {
+            Measure::InuseSpace | Measure::InuseObjects => &counts.inuse,
+            Measure::AllocSpace | Measure::AllocObjects => &counts.accum,
+        };
+        if self.is_objects() {
+            (e.objects, e.objects_variance)
+        } else {
+            (e.bytes, e.bytes_variance)
+        }
+    }
+
+    /// True for the object counts.
+    pub fn is_objects(self) -> bool {
+        matches!(self, Measure::InuseObjects | Measure::AllocObjects)
+    }
+
+    /// The name pprof and the flame graph title use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::InuseSpace => "inuse_space",
+            Measure::InuseObjects => "inuse_objects",
+            Measure::AllocSpace => "alloc_space",
+            Measure::AllocObjects => "alloc_objects",
+        }
+    }
+}
+
+/// What a report shows and how.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Which figure.
+    pub measure: Measure,
+    /// Bytes as integers (`B`) rather than `MB` with one decimal.
+    pub show_bytes: bool,
+    /// Keep only stacks with a frame whose address or function matches.
+    pub focus: Option<Regex>,
+    /// Which allocator frames to remove.
+    pub skip: SkipRules,
+    /// Print at most this many rows (jeprof's `--text` prints them all).
+    pub nodecount: Option<usize>,
+    /// Add each function's 95% confidence interval.
+    pub interval: bool,
+}
+
+/// One function's figures: flat (allocated directly in it) and cum (it or its callees), each with
+/// the variance of its estimate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FunctionFigures {
+    /// The function as the report prints it.
+    pub name: String,
+    /// Sum over the stacks whose first remaining function this is.
+    pub flat: f64,
+    /// Sum over the stacks it appears in (once per stack).
+    pub cum: f64,
+    /// Variance of `flat`: the sum of those stacks' variances (stacks are independent samples).
+    pub flat_variance: f64,
+    /// Variance of `cum`, likewise.
+    pub cum_variance: f64,
+}
+
+/// A computed text report.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Sum of every entry, before frames are removed or focus applied (the `Total:` line).
+    pub total: f64,
+    /// Variance of `total`.
+    pub total_variance: f64,
+    /// Sum of flat figures after filtering: what percentages are relative to.
+    pub shown_total: f64,
+    /// Functions, sorted as jeprof sorts them.
+    pub rows: Vec<FunctionFigures>,
+}
+
+/// The frames of a stack that survive `RemoveUninterestingFrames`, innermost first.
+pub fn interesting_frames(
+    frames: &[std::sync::Arc<Frame>],
+    skip: SkipRules,
+) -> &[std::sync::Arc<Frame>] {
+    // jeprof throws away everything up to and including the *last* allocator frame seen from the leaf.
+    match frames
+        .iter()
+        .rposition(|f| f.symbolized && names::is_uninteresting(f.function(), skip))
+    {
+        Some(i) => &frames[i + 1..],
+        None => frames,
+    }
+}
+
+fn focus_matches(frames: &[std::sync::Arc<Frame>], focus: &Regex) -> bool {
+    frames.iter().any(|f| {
+        focus.is_match(&format!("{:016x}", f.key)) || f.names.iter().any(|n| focus.is_match(n))
+    })
+}
+
+/// Interned function names, and each frame's translated names (`TranslateStack`), computed once per
+/// distinct frame.
+#[derive(Default)]
+struct Translator {
+    names: Vec<String>,
+    ids: FastMap<String, u32>,
+    frames: FastMap<*const Frame, Vec<u32>>,
+}
+
+impl Translator {
+    fn intern(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.ids.get(&name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.clone());
+        self.ids.insert(name, id);
+        id
+    }
+
+    /// The functions at a frame, innermost first, all but the outermost suffixed ` (inline)`; none
+    /// for an address above `0x7fffffffffffffff`, which jeprof drops.
+    fn frame(&mut self, f: &std::sync::Arc<Frame>) -> &[u32] {
+        let key = std::sync::Arc::as_ptr(f);
+        if !self.frames.contains_key(&key) {
+            let mut ids = Vec::with_capacity(f.names.len());
+            if f.key <= 0x7fff_ffff_ffff_ffff {
+                let last = f.names.len().saturating_sub(1);
+                for (j, n) in f.names.iter().enumerate() {
+                    if n.is_empty() {
+                        continue;
+                    }
+                    let name = if j < last {
+                        format!("{n} (inline)")
+                    } else {
+                        n.clone()
+                    };
+                    ids.push(self.intern(name));
+                }
+            }
+            self.frames.insert(key, ids);
+        }
+        &self.frames[&key]
+    }
+}
+
+/// The function ids of a stack after `TranslateStack` and `ReduceProfile` (each once), innermost
+/// first.
+fn reduced_functions(
+    translator: &mut Translator,
+    frames: &[std::sync::Arc<Frame>],
+    out: &mut Vec<u32>,
+) {
+    out.clear();
+    for f in frames {
+        for &id in translator.frame(f) {
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+    }
+}
+
+/// Computes the text report of `profiles` added together.
+pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
+    let mut report = Report::default();
+    let mut translator = Translator::default();
+    let mut table: Vec<FunctionFigures> = Vec::new();
+    let mut functions: Vec<u32> = Vec::with_capacity(64);
+    for profile in profiles {
+        for stack in &profile.stacks {
+            let (value, variance) = options.measure.pick(&stack.counts);
+            report.total += value;
+            report.total_variance += variance;
+            let frames = interesting_frames(&stack.frames, options.skip);
+            if let Some(focus) = &options.focus {
+                if !focus_matches(frames, focus) {
+                    continue;
+                }
+            }
+            reduced_functions(&mut translator, frames, &mut functions);
+            if table.len() < translator.names.len() {
+                table.resize(translator.names.len(), FunctionFigures::default());
+            }
+            for (i, &id) in functions.iter().enumerate() {
+                let row = &mut table[id as usize];
+                if i == 0 {
+                    row.flat += value;
+                    row.flat_variance += variance;
+                    report.shown_total += value;
+                }
+                row.cum += value;
+                row.cum_variance += variance;
+            }
+        }
+    }
+    let mut rows: Vec<FunctionFigures> = table
+        .into_iter()
+        .zip(translator.names)
+        .map(|(mut f, name)| {
+            f.name = name;
+            f
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.flat
+            .partial_cmp(&a.flat)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    report.rows = rows;
+    report
+}
+
+/// Perl's `sprintf("%d", $x)` for a double: truncation toward zero, with Perl's conversions past the
+/// 64-bit range (≥ 2^63 prints negative, ≥ 2^64 prints -1).
+pub fn perl_int(x: f64) -> String {
+    if x.is_nan() {
+        return "-1".to_string();
+    }
+    if x >= 18_446_744_073_709_551_616.0 {
+        return "-1".to_string();
+    }
+    if x >= 9_223_372_036_854_775_808.0 {
+        return ((x as u64) as i64).to_string();
+    }
+    if x <= -9_223_372_036_854_775_808.0 {
+        return i64::MIN.to_string();
+    }
+    (x.trunc() as i64).to_string()
+}
+
+/// jeprof's `Unparse` for heap profiles.
+pub fn unparse(x: f64, measure: Measure, show_bytes: bool) -> String {
+    if measure.is_objects() || show_bytes {
+        perl_int(x)
+    } else {
+        format!("{:.1}", x / 1_048_576.0)
+    }
+}
+
+/// jeprof's `Units`.
+pub fn units(measure: Measure, show_bytes: bool) -> &'static str {
+    if measure.is_objects() {
+        "objects"
+    } else if show_bytes {
+        "B"
+    } else {
+        "MB"
+    }
+}
+
+/// jeprof's `Percent`.
+pub fn percent(x: f64, total: f64) -> String {
+    if total != 0.0 {
+        format!("{:.1}%", x * 100.0 / total)
+    } else if x == 0.0 {
+        "nan".to_string()
+    } else if x > 0.0 {
+        "+inf".to_string()
+    } else {
+        "-inf".to_string()
+    }
+}
+
+/// Formats `report` exactly as `jeprof --text` prints it (plus interval columns on request).
+pub fn format_text(report: &Report, options: &ReportOptions) -> String {
+    let mut out = String::new();
+    let (m, b) = (options.measure, options.show_bytes);
+    if report.total != 0.0 {
+        let _ = writeln!(
+            out,
+            "Total: {} {}",
+            unparse(report.total, m, b),
+            units(m, b)
+        );
+    }
+    let interval = |value: f64, variance: f64| {
+        let (lo, hi) = jeprof_dumpfmt::math::confidence_interval_95(value, variance);
+        format!("[{}, {}]", unparse(lo, m, b), unparse(hi, m, b))
+    };
+    let mut running = 0.0;
+    let mut printed = 0usize;
+    for row in &report.rows {
+        running += row.flat;
+        if row.flat == 0.0 && row.cum == 0.0 {
+            continue;
+        }
+        if options.nodecount.is_some_and(|n| printed >= n) {
+            break;
+        }
+        printed += 1;
+        let _ = write!(
+            out,
+            "{:>8} {:>6} {:>6} {:>8} {:>6} ",
+            unparse(row.flat, m, b),
+            percent(row.flat, report.shown_total),
+            percent(running, report.shown_total),
+            unparse(row.cum, m, b),
+            percent(row.cum, report.shown_total),
+        );
+        if options.interval {
+            let _ = write!(
+                out,
+                "{:>21} {:>21} ",
+                interval(row.flat, row.flat_variance),
+                interval(row.cum, row.cum_variance)
+            );
+        }
+        let _ = writeln!(out, "{}", row.name);
+    }
+    out
+}
+
+/// The header line `format_text` prints above interval columns, for `--interval`.
+pub fn interval_legend() -> &'static str {
+    "# columns: flat flat% sum% cum cum% [flat 95% interval] [cum 95% interval] function\n"
+}
+
+/// Folded stacks as `jeprof --collapsed` prints them: `root;...;leaf <count>`, one line per distinct
+/// stack of addresses after allocator frames are removed (so two call sites of one function give two
+/// lines, as in jeprof), full function names, inlined ones suffixed `[inline]`, counts truncated. A
+/// stack made only of allocator frames prints as an empty stack, as in jeprof. jeprof prints lines in
+/// random order; these are sorted.
+pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(String, f64)> {
+    let mut table: HashMap<Vec<u64>, (String, f64)> = HashMap::new();
+    for (p, profile) in profiles.iter().enumerate() {
+        for stack in &profile.stacks {
+            let (value, _) = options.measure.pick(&stack.counts);
+            let frames = interesting_frames(&stack.frames, options.skip);
+            if let Some(focus) = &options.focus {
+                if !focus_matches(frames, focus) {
+                    continue;
+                }
+            }
+            // Addresses only mean the same thing within one dump (or one symbol table).
+            let mut key: Vec<u64> = Vec::with_capacity(frames.len() + 1);
+            key.push(p as u64);
+            key.extend(frames.iter().map(|f| f.key));
+            let entry = table.entry(key).or_insert_with(|| {
+                let mut names: Vec<String> = Vec::with_capacity(frames.len() + 4);
+                for f in frames {
+                    let last = f.full_names.len().saturating_sub(1);
+                    for (j, n) in f.full_names.iter().enumerate() {
+                        // `;` separates frames in the folded format.
+                        let n = n.replace(';', ":");
+                        names.push(if j < last { format!("{n}[inline]") } else { n });
+                    }
+                }
+                names.reverse();
+                (names.join(";"), 0.0)
+            });
+            entry.1 += value;
+        }
+    }
+    let mut lines: Vec<(String, f64)> = table.into_values().collect();
+    lines.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    lines
+}
+
+/// Formats [`collapsed`] output.
+pub fn format_collapsed(lines: &[(String, f64)]) -> String {
+    let mut out = String::new();
+    for (stack, value) in lines {
+        let _ = writeln!(out, "{stack} {}", perl_int(*value));
+    }
+    out
+}
+
+/// Writes a flame graph SVG of the folded stacks with inferno.
+pub fn flamegraph(
+    lines: &[(String, f64)],
+    options: &ReportOptions,
+    title: &str,
+    out: impl io::Write,
+) -> anyhow::Result<()> {
+    let folded: Vec<String> = lines
+        .iter()
+        .filter(|(stack, value)| !stack.is_empty() && *value >= 1.0)
+        .map(|(stack, value)| format!("{stack} {}", value.trunc() as u64))
+        .collect();
+    if folded.is_empty() {
+        anyhow::bail!(
+            "nothing to draw: no stack holds at least one {}",
+            units(options.measure, true)
+        );
+    }
+    let mut fg = inferno::flamegraph::Options::default();
+    fg.title = title.to_string();
+    fg.count_name = if options.measure.is_objects() {
+        "objects"
+    } else {
+        "bytes"
+    }
+    .to_string();
+    fg.colors =
+        inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Rust);
+    inferno::flamegraph::from_lines(&mut fg, folded.iter().map(String::as_str), out)
+        .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perl_int_truncates_and_wraps_like_perl() {
+        assert_eq!(perl_int(2161886.25), "2161886");
+        assert_eq!(perl_int(-0.9), "0");
+        assert_eq!(perl_int(6.665), "6");
+        assert_eq!(perl_int(1.8446744073709552e19), "-1");
+    }
+
+    #[test]
+    fn unparse_and_percent_match_jeprof() {
+        assert_eq!(unparse(2161886.25, Measure::InuseSpace, false), "2.1");
+        assert_eq!(percent(1332474.0, 2161886.25), "61.6%");
+        assert_eq!(percent(0.0, 0.0), "nan");
+        assert_eq!(percent(-1.0, 0.0), "-inf");
+    }
+}

@@ -1,0 +1,316 @@
+//! From a dump's addresses to function names: its `--- symbol` section, or (for raw dumps) the
+//! program and libraries named in its memory map, read with `addr2line` (DWARF with inlined frames,
+//! then the symbol table), PIE-aware.
+//!
+//! Every frame gets the key jeprof looks it up by (`FixCallerAddresses`: the leaf as written, callers
+//! minus one) and, when its mapping is known, `(module, file offset)`, which stays the same across
+//! processes of one build whatever ASLR did.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jeprof_dumpfmt::model::symbol_key;
+use jeprof_dumpfmt::{Counts, Profile};
+
+use crate::hash::FastMap;
+use crate::maps::{self, Mapping};
+use crate::names::{self, NameStyle};
+
+/// One frame of a resolved stack.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// The address jeprof looks the frame up by (callers already minus one).
+    pub key: u64,
+    /// Function names at this address, innermost (inlined) first, the containing function last.
+    /// When nothing is known this holds one name: the address as jeprof prints it.
+    pub names: Vec<String>,
+    /// The same names before shortening (C++ argument lists kept): what `--collapsed` prints, as
+    /// jeprof prints full names there.
+    pub full_names: Vec<String>,
+    /// Whether `names` are real function names (jeprof only skips allocator frames that are).
+    pub symbolized: bool,
+    /// The mapped file and the file offset of `key`, when the dump's memory map covers it.
+    pub module: Option<(Arc<str>, u64)>,
+}
+
+impl Frame {
+    /// The containing (outermost) function: what jeprof's skip list is matched against.
+    pub fn function(&self) -> &str {
+        self.names.last().map_or("", String::as_str)
+    }
+
+    /// The name this frame merges under across processes and builds: its function names where it
+    /// has some, else `module+0xoffset`, else the address.
+    pub fn identity(&self) -> Vec<String> {
+        if self.symbolized {
+            return self.names.clone();
+        }
+        match &self.module {
+            Some((path, offset)) => {
+                let file = path.rsplit('/').next().unwrap_or(path);
+                vec![format!("{file}+0x{offset:x}")]
+            }
+            None => vec![format!("0x{:016x}", self.key)],
+        }
+    }
+}
+
+/// One stack of a resolved profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedStack {
+    /// Frames, innermost first.
+    pub frames: Vec<Arc<Frame>>,
+    /// The entry's unbiased figures.
+    pub counts: Counts,
+}
+
+/// A dump whose frames have names.
+#[derive(Debug, Clone, Default)]
+pub struct ResolvedProfile {
+    /// Where it came from (for messages).
+    pub source: String,
+    /// The dump's sample period.
+    pub sample_period: u64,
+    /// Stacks, in the dump's order. Several entries may share frames (jeprof adds them up, and so
+    /// does everything here).
+    pub stacks: Vec<ResolvedStack>,
+    /// The parsed memory map.
+    pub mappings: Vec<Mapping>,
+}
+
+/// How to find names for raw dumps.
+#[derive(Debug, Clone, Default)]
+pub struct SymbolizeOptions {
+    /// The program that wrote the dump (jeprof's first argument).
+    pub binary: Option<PathBuf>,
+    /// How names are shown.
+    pub style: NameStyle,
+}
+
+/// Resolves every frame of `profile`.
+///
+/// - A dump with a symbol section: names from it; an address missing from it shows as
+///   `0x<16 hex digits>`, as jeprof shows it.
+/// - A raw dump: each address inside an executable mapping is looked up in that mapping's file
+///   (`--binary` stands in for the mapping whose file name matches it, so a program copied elsewhere
+///   still resolves); an address outside every mapping is looked up in `--binary` as is (jeprof's
+///   catch-all, right for non-PIE programs). Addresses nothing resolves show as the bare 16-digit
+///   key, as jeprof with an empty program shows them.
+pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> ResolvedProfile {
+    let mappings = profile
+        .mapped_libraries
+        .as_deref()
+        .map(maps::parse_maps)
+        .unwrap_or_default();
+    let mut resolver = Resolver {
+        options,
+        mappings: &mappings,
+        symbols: profile.symbols.as_ref().map(|s| &s.names),
+        objects: HashMap::new(),
+        cache: FastMap::default(),
+    };
+    let stacks = profile
+        .stacks
+        .iter()
+        .map(|s| ResolvedStack {
+            frames: s
+                .frames
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| resolver.frame(symbol_key(i, a)))
+                .collect(),
+            counts: s.counts,
+        })
+        .collect();
+    drop(resolver);
+    ResolvedProfile {
+        source: source.to_string(),
+        sample_period: profile.sample_period,
+        stacks,
+        mappings,
+    }
+}
+
+struct Resolver<'a> {
+    options: &'a SymbolizeOptions,
+    mappings: &'a [Mapping],
+    symbols: Option<&'a std::collections::BTreeMap<u64, Vec<String>>>,
+    /// Loaded object files by path (`None`: could not be read).
+    objects: HashMap<PathBuf, Option<ObjectFile>>,
+    cache: FastMap<u64, Arc<Frame>>,
+}
+
+impl Resolver<'_> {
+    fn frame(&mut self, key: u64) -> Arc<Frame> {
+        if let Some(f) = self.cache.get(&key) {
+            return f.clone();
+        }
+        let mapping = maps::find(self.mappings, key);
+        let module = mapping
+            .filter(|m| m.is_file())
+            .map(|m| (Arc::<str>::from(m.path.as_str()), m.file_offset(key)));
+        let (full_names, symbolized) = match self.symbols {
+            Some(table) => match table.get(&key) {
+                Some(n) if !n.is_empty() => (n.iter().map(|s| names::demangle(s)).collect(), true),
+                _ => (vec![format!("0x{key:016x}")], false),
+            },
+            None => self.lookup_raw(key, mapping),
+        };
+        let names = if symbolized {
+            full_names
+                .iter()
+                .map(|s| names::clean(s, self.options.style))
+                .collect()
+        } else {
+            full_names.clone()
+        };
+        let frame = Arc::new(Frame {
+            key,
+            names,
+            full_names,
+            symbolized,
+            module,
+        });
+        self.cache.insert(key, frame.clone());
+        frame
+    }
+
+    fn lookup_raw(&mut self, key: u64, mapping: Option<&Mapping>) -> (Vec<String>, bool) {
+        // jeprof prints `0x<key>` when it ran its tools on a program (every address falls in its
+        // catch-all entry for the program), the bare key when there was nothing to look in.
+        let has_binary = self.options.binary.is_some();
+        let unknown = || {
+            if has_binary {
+                (vec![format!("0x{key:016x}")], false)
+            } else {
+                (vec![format!("{key:016x}")], false)
+            }
+        };
+        let (path, file_offset) = match mapping {
+            Some(m)
+                if m.is_file()
+                    && self
+                        .options
+                        .binary
+                        .as_deref()
+                        .is_some_and(|b| same_file_name(b, &m.path)) =>
+            {
+                let binary = self.options.binary.clone().unwrap_or_default();
+                (binary, Some(m.file_offset(key)))
+            }
+            // jeprof reads only shared libraries from the map (and the program it is given).
+            Some(m) if is_shared_library(&m.path) => {
+                (PathBuf::from(&m.path), Some(m.file_offset(key)))
+            }
+            _ => match &self.options.binary {
+                Some(b) => (b.clone(), None),
+                None => return unknown(),
+            },
+        };
+        let object = self
+            .objects
+            .entry(path.clone())
+            .or_insert_with(|| ObjectFile::open(&path));
+        let Some(object) = object else {
+            return unknown();
+        };
+        let probe = match file_offset {
+            Some(off) => object.vaddr_of_file_offset(off),
+            None => Some(key),
+        };
+        match probe.and_then(|p| object.names_at(p)) {
+            Some(names) => (names, true),
+            None => (vec![format!("0x{key:016x}")], false),
+        }
+    }
+}
+
+/// jeprof's test for a library in the memory map: `.so`, `.dll`, `.dylib` or `.bundle`, with
+/// optional version suffixes.
+fn is_shared_library(path: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(r"\.(so|dll|dylib|bundle)((\.\d+)+\w*(\.\d+){0,3})?$")
+            .expect("static regex")
+    })
+    .is_match(path)
+}
+
+fn same_file_name(binary: &Path, mapped: &str) -> bool {
+    if Path::new(mapped) == binary {
+        return true;
+    }
+    if let Ok(abs) = std::fs::canonicalize(binary) {
+        if Path::new(mapped) == abs {
+            return true;
+        }
+    }
+    binary.file_name().and_then(|n| n.to_str())
+        == Path::new(mapped).file_name().and_then(|n| n.to_str())
+}
+
+/// An object file opened for symbolization.
+struct ObjectFile {
+    loader: addr2line::Loader,
+    /// `(file offset, file size, virtual address)` of each loadable segment.
+    segments: Vec<(u64, u64, u64)>,
+    /// `(virtual address, size)` of each executable section: only addresses inside one are looked
+    /// up, or the symbol table would name a far-away address after the last symbol before it.
+    code: Vec<(u64, u64)>,
+}
+
+impl ObjectFile {
+    fn open(path: &Path) -> Option<ObjectFile> {
+        use object::{Object, ObjectSection, ObjectSegment, SectionKind};
+        let data = std::fs::read(path).ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        let segments = file
+            .segments()
+            .map(|s| {
+                let (off, size) = s.file_range();
+                (off, size, s.address())
+            })
+            .collect();
+        let code = file
+            .sections()
+            .filter(|s| s.kind() == SectionKind::Text)
+            .map(|s| (s.address(), s.size()))
+            .collect();
+        let loader = addr2line::Loader::new(path).ok()?;
+        Some(ObjectFile {
+            loader,
+            segments,
+            code,
+        })
+    }
+
+    fn vaddr_of_file_offset(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(off, size, _)| offset >= *off && offset < off + size)
+            .map(|(off, _, vaddr)| offset - off + vaddr)
+    }
+
+    /// Function names at `probe`, innermost first: DWARF (with inlined functions), else the symbol
+    /// table.
+    fn names_at(&self, probe: u64) -> Option<Vec<String>> {
+        if !self.code.iter().any(|&(a, n)| probe >= a && probe - a < n) {
+            return None;
+        }
+        let mut names = Vec::new();
+        if let Ok(mut frames) = self.loader.find_frames(probe) {
+            while let Ok(Some(frame)) = frames.next() {
+                if let Some(f) = frame.function {
+                    if let Ok(raw) = f.raw_name() {
+                        names.push(names::demangle(&raw));
+                    }
+                }
+            }
+        }
+        if names.is_empty() {
+            names.push(names::demangle(self.loader.find_symbol(probe)?));
+        }
+        Some(names)
+    }
+}

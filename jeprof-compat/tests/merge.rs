@@ -1,0 +1,326 @@
+//! Fleet merge: unbias-then-sum across processes, builds and periods; any grouping equals one merge;
+//! the merged dump reads back (and reports, in jeprof too) as the sum of its inputs.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jeprof_compat::report::{self, ReportOptions};
+use jeprof_compat::{load_bytes, Accumulator, ResolvedProfile, SymbolizeOptions};
+use jeprof_dumpfmt::{Counts, Estimate, Profile, Stack, SymbolTable};
+use proptest::prelude::*;
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(common::fixtures().join(name)).expect("fixture")
+}
+
+fn resolved(bytes: &[u8], name: &str) -> ResolvedProfile {
+    load_bytes(bytes, name, &SymbolizeOptions::default()).expect("fixture parses")
+}
+
+/// A symbolized profile of random stacks over a small set of functions, at a given address base
+/// (different bases stand for different builds).
+fn profile_from(stacks: &[(Vec<u8>, f64, f64)], period: u64, base: u64) -> Profile {
+    let mut p = Profile::new(period);
+    let mut names = BTreeMap::new();
+    for (frames, objects, bytes) in stacks {
+        let addrs: Vec<u64> = frames.iter().map(|&f| base + 0x100 * f as u64).collect();
+        for (i, &a) in addrs.iter().enumerate() {
+            names.insert(
+                if i == 0 { a } else { a - 1 },
+                vec![format!("fn_{}", (addrs[i] - base) >> 8)],
+            );
+        }
+        let e = Estimate {
+            objects: *objects,
+            bytes: *bytes,
+            objects_variance: objects * 2.0,
+            bytes_variance: bytes * 3.0,
+        };
+        p.stacks.push(Stack {
+            frames: addrs,
+            counts: Counts { inuse: e, accum: e },
+            threads: Vec::new(),
+        });
+    }
+    p.symbols = Some(SymbolTable {
+        binary: None,
+        names,
+    });
+    p
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn same(
+    a: &BTreeMap<Vec<Arc<[String]>>, Counts>,
+    b: &BTreeMap<Vec<Arc<[String]>>, Counts>,
+) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((ka, ca), (kb, cb))| {
+            ka == kb
+                && close(ca.inuse.bytes, cb.inuse.bytes)
+                && close(ca.inuse.objects, cb.inuse.objects)
+                && close(ca.inuse.bytes_variance, cb.inuse.bytes_variance)
+                && close(ca.accum.objects, cb.accum.objects)
+        })
+}
+
+fn stacks_strategy() -> impl Strategy<Value = Vec<(Vec<u8>, f64, f64)>> {
+    prop::collection::vec(
+        (
+            prop::collection::vec(1u8..6, 1..5),
+            1.0f64..1e4,
+            8.0f64..1e7,
+        ),
+        0..8,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn merging_in_any_grouping_equals_one_merge(
+        parts in prop::collection::vec((stacks_strategy(), 0u32..24, 0u64..4), 1..6),
+        split in 0usize..6,
+    ) {
+        let profiles: Vec<ResolvedProfile> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, (stacks, lg, build))| {
+                let p = profile_from(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
+                jeprof_compat::resolve(p, &format!("dump{i}"), &SymbolizeOptions::default())
+            })
+            .collect();
+        let mut one = Accumulator::new();
+        for p in &profiles {
+            one.add(p);
+        }
+        // Left part merged, written out as a merged profile, then merged again with the rest.
+        let split = split.min(profiles.len());
+        let mut left = Accumulator::new();
+        for p in &profiles[..split] {
+            left.add(p);
+        }
+        let mut right = Accumulator::new();
+        for p in profiles[split..].iter().rev() {
+            right.add(p);
+        }
+        let mut nested = Accumulator::new();
+        nested.add(&left.to_resolved("left"));
+        nested.add(&right.to_resolved("right"));
+        // And the parallel reduce step.
+        left.absorb(right);
+        prop_assert!(same(&one.canonical(), &left.canonical()));
+        prop_assert!(same(&one.canonical(), &nested.canonical()));
+        prop_assert_eq!(one.period(), left.period());
+        let min_period = parts.iter().map(|(_, lg, _)| 1u64 << lg).min().unwrap();
+        prop_assert_eq!(one.period(), min_period);
+    }
+}
+
+#[test]
+fn different_builds_merge_by_function_name() {
+    let a = profile_from(&[(vec![1, 2, 3], 10.0, 1000.0)], 4096, 0x400000);
+    let b = profile_from(&[(vec![1, 2, 3], 5.0, 500.0)], 1024, 0x7700000);
+    let mut acc = Accumulator::new();
+    acc.add(&jeprof_compat::resolve(
+        a,
+        "a",
+        &SymbolizeOptions::default(),
+    ));
+    acc.add(&jeprof_compat::resolve(
+        b,
+        "b",
+        &SymbolizeOptions::default(),
+    ));
+    assert_eq!(acc.distinct_stacks(), 1);
+    let (_, counts) = acc.canonical().into_iter().next().unwrap();
+    assert!(close(counts.inuse.bytes, 1500.0));
+    assert_eq!(acc.period(), 1024);
+}
+
+/// `pie.heap` moved to another base address, as another process of the same build would be.
+fn relocated_pie(shift: u64) -> Vec<u8> {
+    let text = String::from_utf8(fixture("pie.heap")).unwrap();
+    let re = regex::Regex::new(r"(0x)?(5555555[0-9a-f]{5})").unwrap();
+    re.replace_all(&text, |c: &regex::Captures| {
+        let v = u64::from_str_radix(&c[2], 16).unwrap() + shift;
+        format!("{}{v:x}", c.get(1).map_or("", |m| m.as_str()))
+    })
+    .into_owned()
+    .into_bytes()
+}
+
+#[test]
+fn different_processes_merge_by_module_and_offset_despite_aslr() {
+    let one = resolved(&fixture("pie.heap"), "one");
+    let two = resolved(&relocated_pie(0x1234_5000), "two");
+    assert_ne!(
+        one.stacks[0].frames[0].key, two.stacks[0].frames[0].key,
+        "ASLR moved the frames"
+    );
+    let mut alone = Accumulator::new();
+    alone.add(&one);
+    let mut acc = Accumulator::new();
+    acc.add(&one);
+    acc.add(&two);
+    assert_eq!(
+        acc.distinct_stacks(),
+        alone.distinct_stacks(),
+        "every stack of process two matched process one"
+    );
+    let total: f64 = acc.canonical().values().map(|c| c.inuse.bytes).sum();
+    let single: f64 = one.stacks.iter().map(|s| s.counts.inuse.bytes).sum();
+    assert!(close(total, 2.0 * single));
+    // Frames are named module+offset when there are no symbols.
+    let names: Vec<String> = acc
+        .canonical()
+        .keys()
+        .flatten()
+        .map(|f| f[0].clone())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("prog_pie+0x")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn memory_grows_with_distinct_stacks_not_with_dumps() {
+    let dump = resolved(&fixture("symbolized.heap"), "s");
+    let mut acc = Accumulator::new();
+    acc.add(&dump);
+    let stacks = acc.distinct_stacks();
+    for _ in 0..200 {
+        acc.add(&dump);
+    }
+    assert_eq!(acc.distinct_stacks(), stacks);
+    assert_eq!(acc.dumps(), 201);
+}
+
+#[test]
+fn merged_dump_reads_back_as_the_sum_of_its_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("merged.heap");
+    let a = common::fixtures().join("a.heap");
+    let b = common::fixtures().join("b.heap");
+    let s = common::fixtures().join("symbolized.heap");
+    let out_s = out.display().to_string();
+    common::run_ok(&[
+        "merge",
+        "-o",
+        &out_s,
+        "--jobs",
+        "2",
+        &a.display().to_string(),
+        &b.display().to_string(),
+        &s.display().to_string(),
+    ]);
+    let options = ReportOptions {
+        show_bytes: true,
+        ..Default::default()
+    };
+    let inputs: Vec<ResolvedProfile> = ["a.heap", "b.heap", "symbolized.heap"]
+        .iter()
+        .map(|n| resolved(&fixture(n), n))
+        .collect();
+    let want = report::build(&inputs, &options);
+    let merged =
+        jeprof_compat::load(&out, &SymbolizeOptions::default()).expect("merged dump reads");
+    // The smallest period of the inputs, or a power-of-two fraction of it the writer found more
+    // accurate: every stack stays representable either way.
+    assert!(
+        merged.sample_period <= 1024 && merged.sample_period > 0,
+        "{}",
+        merged.sample_period
+    );
+    let got = report::build(&[merged], &options);
+    assert!(
+        (got.total - want.total).abs() / want.total < 1e-3,
+        "{} vs {}",
+        got.total,
+        want.total
+    );
+    for row in &want.rows {
+        let other = got
+            .rows
+            .iter()
+            .find(|r| r.name == row.name)
+            .unwrap_or_else(|| panic!("{} missing", row.name));
+        assert!(
+            (other.cum - row.cum).abs() <= 1e-3 * row.cum.max(1.0) + 1.0,
+            "{}: {} vs {}",
+            row.name,
+            other.cum,
+            row.cum
+        );
+    }
+}
+
+#[test]
+fn real_jeprof_reports_the_merged_dump_like_its_inputs() {
+    let Some(jeprof) = common::live_jeprof() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI needs perl and the jemalloc sources for this test"
+        );
+        eprintln!("notice: perl or jeprof.in not found; skipping the live jeprof check");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("merged.heap");
+    let inputs = ["a.heap", "b.heap", "symbolized.heap", "rust.heap"]
+        .map(|n| common::fixtures().join(n).display().to_string());
+    let mut args = vec!["merge".to_string(), "-o".into(), out.display().to_string()];
+    args.extend(inputs.iter().cloned());
+    common::run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let jeprof_out = std::process::Command::new("perl")
+        .args([
+            jeprof.to_str().unwrap(),
+            "--text",
+            "--show_bytes",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&jeprof);
+    let text = String::from_utf8_lossy(&jeprof_out.stdout);
+    let total: f64 = text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("Total: "))
+        .and_then(|l| l.strip_suffix(" B"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "jeprof printed {text:?} {}",
+                String::from_utf8_lossy(&jeprof_out.stderr)
+            )
+        });
+    let ours = common::run_ok(
+        &[
+            &["report", "--show_bytes"][..],
+            &inputs.iter().map(String::as_str).collect::<Vec<_>>(),
+        ]
+        .concat(),
+    );
+    let want: f64 = ours
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("Total: ")
+        .unwrap()
+        .strip_suffix(" B")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (total - want).abs() / want < 1e-3,
+        "jeprof says {total} B for the merge, the inputs hold {want} B"
+    );
+}
