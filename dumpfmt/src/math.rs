@@ -108,6 +108,28 @@ pub fn jeprof_unbias(n: u64, s: u64, period: u64) -> (f64, f64) {
     (n * scale, s * scale)
 }
 
+/// [`jeprof_unbias`] together with [`variance_from_average`]'s estimate, from one `exp`: the reader's
+/// per-line work. With `F = 1/(1 − e^(−x/R))` jeprof's factor (so `p = 1/F`), an entry of `n` samples
+/// of average size `x = s/n` has variance estimate `n·(1 − p)/p² = n·F·(F − 1)` for objects, times `x²`
+/// for bytes. Returns `(objects, bytes, objects_variance, bytes_variance)`; the first two are
+/// bit-identical to [`jeprof_unbias`].
+pub fn jeprof_unbias_with_variance(n: u64, s: u64, period: u64) -> (f64, f64, f64, f64) {
+    if period == 0 || n == 0 {
+        return (n as f64, s as f64, 0.0, 0.0);
+    }
+    let (nf, sf) = (n as f64, s as f64);
+    let ratio = (sf / nf) / period as f64;
+    let scale = 1.0 / (1.0 - (-ratio).exp());
+    let objects_variance = nf * scale * (scale - 1.0);
+    let x = sf / nf;
+    (
+        nf * scale,
+        sf * scale,
+        objects_variance,
+        objects_variance * x * x,
+    )
+}
+
 /// z-value of a two-sided 95% normal confidence interval.
 pub const Z_95: f64 = 1.959_963_984_540_054;
 
@@ -171,6 +193,21 @@ mod tests {
         let w = SampleWeight::of(1_048_576.0, 524_288.0);
         let (n, s) = jeprof_unbias(1, 1_048_576, 524_288);
         assert!((w.objects - n).abs() < 1e-9 && (w.bytes - s).abs() < 1e-6);
+    }
+
+    #[test]
+    fn one_exp_decoding_agrees_with_the_separate_formulas() {
+        for &(n, s, r) in &[
+            (1u64, 262_144u64, 524_288u64),
+            (7, 981, 524_288),
+            (1000, 7997, 1),
+        ] {
+            let (c, b, vc, vb) = jeprof_unbias_with_variance(n, s, r);
+            assert_eq!((c, b), jeprof_unbias(n, s, r));
+            let (wc, wb) = variance_from_average(c, b, r as f64);
+            assert!((vc - wc).abs() <= 1e-6 * wc.max(1e-300), "{vc} vs {wc}");
+            assert!((vb - wb).abs() <= 1e-6 * wb.max(1e-300), "{vb} vs {wb}");
+        }
     }
 
     #[test]

@@ -41,9 +41,17 @@ fn header_regex() -> &'static Regex {
     RE.get_or_init(|| Regex::new(r"^heap_v2/(\d+)\s*$").expect("static regex"))
 }
 
-fn symbol_regex() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| Regex::new(r"^0x0*([0-9a-f]+)\s+(.+)$").expect("static regex"))
+/// jeprof's symbol line, `^0x0*([0-9a-f]+)\s+(.+)`, split by hand (a merge reads thousands of
+/// these per dump): the hex digits (lowercase only, as jeprof's pattern) and the names.
+fn split_symbol_line(text: &str) -> Option<(&str, &str)> {
+    let rest = text.strip_prefix("0x")?;
+    let end = rest
+        .find(|c: char| !matches!(c, '0'..='9' | 'a'..='f'))
+        .unwrap_or(rest.len());
+    let (digits, after) = rest.split_at(end);
+    let names = after.trim_start();
+    let separated = after.len() > names.len();
+    (!digits.is_empty() && separated && !names.is_empty()).then_some((digits, names))
 }
 
 /// Reads a dump from a file. Errors name the file.
@@ -167,11 +175,11 @@ fn read_symbols(lines: &mut Lines<'_>) -> Result<SymbolTable, Error> {
         if text.trim().is_empty() {
             continue;
         }
-        if let Some(c) = symbol_regex().captures(text) {
-            let address = u64::from_str_radix(&c[1], 16)
-                .map_err(|_| malformed(no, line, "a symbol address that fits in 64 bits"))?;
+        if let Some((digits, names)) = split_symbol_line(text) {
+            let address = parse_hex(digits.as_bytes())
+                .ok_or_else(|| malformed(no, line, "a symbol address that fits in 64 bits"))?;
             // jeprof's form is `outer--inlined--more_inlined`; the model holds innermost first.
-            let mut names: Vec<String> = c[2].trim_end().split("--").map(str::to_string).collect();
+            let mut names: Vec<String> = names.trim_end().split("--").map(str::to_string).collect();
             names.reverse();
             table.names.insert(address, names);
         } else if let Some(value) = text.strip_prefix("binary=") {
@@ -418,9 +426,8 @@ fn slow_counts<'a>(no: usize, raw: &[u8], line: &'a [u8]) -> Result<CountsLine<'
 /// sample behind the entry had the entry's average size (all a jemalloc dump allows).
 fn decode_counts(v: &[u64; 4], period: u64) -> Counts {
     let estimate = |n: u64, s: u64| {
-        let (objects, bytes) = math::jeprof_unbias(n, s, period);
-        let (objects_variance, bytes_variance) =
-            math::variance_from_average(objects, bytes, period as f64);
+        let (objects, bytes, objects_variance, bytes_variance) =
+            math::jeprof_unbias_with_variance(n, s, period);
         Estimate {
             objects,
             bytes,
