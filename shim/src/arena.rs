@@ -8,12 +8,18 @@
 //! jemalloc retains and reuses extents), and purging uses `madvise`. When the range is exhausted
 //! the hook returns NULL, `mallocx` fails, and the caller falls back to the inner allocator.
 //!
-//! Sampled objects are allocated and freed with `MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE`, so the
-//! thread cache never mixes them with ordinary memory.
+//! Sampled objects are allocated and freed with `MALLOCX_ARENA(a) | MALLOCX_TCACHE(t)`, where `t` is
+//! an explicit jemalloc thread cache (`tcache.create`) that the calling thread uses for sampled
+//! objects and nothing else, so it never mixes them with ordinary memory (an explicit tcache only
+//! ever holds what was freed into it, and refills from the arena it is given). A free on another
+//! thread goes into *that* thread's sampled tcache, which holds sampled-arena objects only as well.
+//! The tcache is destroyed (flushed back to the arena, its index released) by a `pthread_key`
+//! destructor at thread exit; from then on, and wherever a tcache cannot be had, the thread uses
+//! `MALLOCX_TCACHE_NONE` as before.
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_uint, c_void};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use tikv_jemalloc_sys as jem;
@@ -109,12 +115,124 @@ pub(crate) fn flags(size: usize, align: usize) -> Result<i32, Unavailable> {
     }
     // Ordering: published by the STATE pair above.
     let arena = ARENA_INDEX.load(Ordering::Relaxed);
-    Ok(jem::MALLOCX_ARENA(arena) | jem::MALLOCX_TCACHE_NONE | align_flags(size, align))
+    Ok(jem::MALLOCX_ARENA(arena) | tcache_flag() | align_flags(size, align))
+}
+
+thread_local! {
+    /// This thread's explicit tcache for sampled objects: [`TCACHE_UNSET`] until the thread's
+    /// first sampled allocation or free, [`TCACHE_OFF`] when it could not get one or its exit hook
+    /// has destroyed it, else the tcache index + 1. `const`, no destructor: usable at any point of
+    /// the thread's life.
+    static SAMPLED_TCACHE: Cell<u32> = const { Cell::new(TCACHE_UNSET) };
+}
+
+const TCACHE_UNSET: u32 = 0;
+const TCACHE_OFF: u32 = u32::MAX;
+
+/// The `pthread_key_t` whose destructor destroys a thread's sampled tcache (valid when
+/// `TCACHE_KEY_READY`).
+static TCACHE_KEY: AtomicUsize = AtomicUsize::new(0);
+/// Whether `TCACHE_KEY` was created. Stored with Release in `create` before STATE is published;
+/// read with Acquire.
+static TCACHE_KEY_READY: AtomicBool = AtomicBool::new(false);
+
+/// `MALLOCX_TCACHE(t)` for this thread's sampled tcache (creating it at first use), or
+/// `MALLOCX_TCACHE_NONE` when the thread has none.
+#[inline]
+fn tcache_flag() -> i32 {
+    match SAMPLED_TCACHE.try_with(Cell::get) {
+        Ok(TCACHE_UNSET) => create_tcache(),
+        Ok(TCACHE_OFF) | Err(_) => jem::MALLOCX_TCACHE_NONE,
+        Ok(plus_one) => jem::MALLOCX_TCACHE((plus_one - 1) as usize),
+    }
+}
+
+/// Creates this thread's sampled tcache and registers its destruction at thread exit.
+#[cold]
+#[inline(never)]
+fn create_tcache() -> i32 {
+    // Until this succeeds, or for good when it fails: no tcache.
+    if SAMPLED_TCACHE.try_with(|c| c.set(TCACHE_OFF)).is_err() {
+        return jem::MALLOCX_TCACHE_NONE;
+    }
+    // Ordering: Acquire pairs with the Release store in `create_tcache_key`.
+    if !TCACHE_KEY_READY.load(Ordering::Acquire) {
+        return jem::MALLOCX_TCACHE_NONE;
+    }
+    // Ordering: published by TCACHE_KEY_READY above.
+    let key = TCACHE_KEY.load(Ordering::Relaxed) as libc::pthread_key_t;
+    let mut index: c_uint = 0;
+    let mut index_len = std::mem::size_of::<c_uint>();
+    // SAFETY: "tcache.create" writes an unsigned into `index`, whose size we state; it allocates
+    // only from jemalloc's internal base allocator, never through the global allocator.
+    let rc = unsafe {
+        jem::mallctl(
+            c"tcache.create".as_ptr(),
+            (&mut index as *mut c_uint).cast(),
+            &mut index_len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 || index >= TCACHE_OFF - 1 {
+        return jem::MALLOCX_TCACHE_NONE;
+    }
+    // The key's value is index + 1 (never null), so its destructor runs at thread exit.
+    // SAFETY: the key was created by `create_tcache_key` and is never deleted; setspecific
+    // stores a plain integer for this thread.
+    if unsafe { libc::pthread_setspecific(key, (index as usize + 1) as *const c_void) } != 0 {
+        destroy_tcache(index);
+        return jem::MALLOCX_TCACHE_NONE;
+    }
+    let _ = SAMPLED_TCACHE.try_with(|c| c.set(index + 1));
+    jem::MALLOCX_TCACHE(index as usize)
+}
+
+/// Creates the `pthread_key_t` whose destructor destroys sampled tcaches (under `INIT_LOCK`,
+/// before the arena is published).
+fn create_tcache_key() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is writable; the destructor is an `extern "C" fn` that lives for the whole
+    // program.
+    if unsafe { libc::pthread_key_create(&mut key, Some(tcache_thread_exit)) } == 0 {
+        // Ordering: published by the Release store of TCACHE_KEY_READY right after.
+        TCACHE_KEY.store(key as usize, Ordering::Relaxed);
+        // Ordering: Release pairs with the Acquire load in `create_tcache`.
+        TCACHE_KEY_READY.store(true, Ordering::Release);
+    }
+}
+
+/// The key's destructor, run by glibc at thread exit (after Rust's thread-local destructors,
+/// which may still free sampled objects through the tcache). From here on the thread uses no
+/// tcache for sampled objects, so frees in later-running destructors of other keys (or of this
+/// key's later rounds) go straight to the arena, and no tcache is created again.
+extern "C" fn tcache_thread_exit(value: *mut c_void) {
+    let _ = SAMPLED_TCACHE.try_with(|c| c.set(TCACHE_OFF));
+    let plus_one = value as usize;
+    if plus_one != 0 {
+        destroy_tcache((plus_one - 1) as c_uint);
+    }
+}
+
+/// Flushes a sampled tcache back to the sampled arena and releases its index.
+fn destroy_tcache(index: c_uint) {
+    let mut index = index;
+    // SAFETY: "tcache.destroy" reads an unsigned naming a tcache that `tcache.create` returned
+    // and that no thread uses any more (it was this thread's, and the thread has stopped using it).
+    unsafe {
+        jem::mallctl(
+            c"tcache.destroy".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&mut index as *mut c_uint).cast(),
+            std::mem::size_of::<c_uint>(),
+        );
+    }
 }
 
 /// Alignment flags exactly as tikv-jemallocator computes them: none when the natural alignment of
 /// the size class suffices.
-fn align_flags(size: usize, align: usize) -> i32 {
+pub(crate) fn align_flags(size: usize, align: usize) -> i32 {
     const MIN_ALIGN: usize = 16;
     if align <= MIN_ALIGN && align <= size {
         0
@@ -136,6 +254,7 @@ fn create() -> u8 {
             // Ordering: published by the Release store of STATE below.
             ARENA_INDEX.store(index as usize, Ordering::Relaxed);
             pin_small_slabs(index);
+            create_tcache_key();
             READY
         }
         None => FAILED,

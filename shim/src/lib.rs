@@ -34,12 +34,17 @@
 //!   the old block and an allocation of the new one.
 //! - **The sampled arena** (`arena.rs`): sampled objects come from a dedicated jemalloc arena
 //!   (`arenas.create` with custom extent hooks) over one reserved address range (64 GiB of address
-//!   space by default, no memory), allocated with `MALLOCX_TCACHE_NONE`. `dealloc` knows a pointer
-//!   was sampled by one range check (the range is a power of two in size and aligned to it, so the
-//!   check is one load, an xor, a shift and a compare). One object of each small size class is
-//!   pinned in the arena so that sparse samples share slabs instead of creating and destroying
-//!   one per sample. **Whatever `A` is, sampled objects always live in jemalloc's sampled arena**:
-//!   the profiler always links jemalloc.
+//!   space by default, no memory). Each thread allocates and frees sampled objects through an
+//!   explicit jemalloc tcache of its own (`tcache.create`) that holds nothing but sampled-arena
+//!   objects (a free on another thread goes into that thread's sampled tcache), so a sample
+//!   usually takes no arena lock; a `pthread_key` destructor destroys the tcache at thread exit
+//!   (after Rust's thread-local destructors), and from then on, or if no tcache can be had, the
+//!   thread uses `MALLOCX_TCACHE_NONE`. `dealloc` knows a pointer was sampled by one range check
+//!   (the range is a power of two in size and aligned to it, so the check is one load, an xor, a
+//!   shift and a compare). One object of each small size class is pinned in the arena so that
+//!   sparse samples share slabs instead of creating and destroying one per sample. **Whatever `A`
+//!   is, sampled objects always live in jemalloc's sampled arena**: the profiler always links
+//!   jemalloc.
 //! - **Stacks** (`stack.rs`): captured on the sampled path only, into a fixed on-stack buffer of
 //!   `max_frames` (default 128, at most 256), interned in a table capped at `max_stacks`; live
 //!   samples sit in 64 address-sharded tables; each record has room for a scope label.
@@ -86,12 +91,14 @@
 //!
 //! ## Cost (measured; commands and the full table in the crate's README)
 //! On a 2-thread churn of 2 × 20 M allocations of 16–4096 bytes (about 80 GB/s of allocation, so
-//! about 220,000 samples/s at R = 512 KiB), relative to plain jemalloc, on a noisy 2-core machine:
-//! sampling off 0.98–1.04×; R = 512 KiB with frame pointers 1.07–1.21×; with libgcc 1.44–1.58×;
-//! jemalloc's own profiler (`prof:true,lg_prof_sample:19`) 1.49–1.57×. One sampled allocation
-//! (capture and record, 32 frames): 0.2–0.3 µs with frame pointers, 5–6 µs with libgcc. A dump of
-//! 100,000 live samples: about 10 ms raw, about 100 ms symbolized, with a symbolizer peak of about
-//! 50 MB that is released right after (about 20 KB kept).
+//! about 220,000 samples/s at R = 512 KiB), relative to plain jemalloc in CPU time, on a noisy
+//! 2-core machine (`RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p jeprof-shim --bench churn
+//! --bench churn_plain`): sampling off 1.00–1.07×; R = 512 KiB with frame pointers 1.05–1.07×
+//! (before the per-thread sampled tcaches: 1.09–1.14×); with libgcc 1.39–1.47×; jemalloc's own
+//! profiler (`prof:true,lg_prof_sample:19`) 1.50–1.58×. One sampled allocation (capture and record,
+//! 32 frames): 0.13–0.2 µs with frame pointers, about 5 µs with libgcc. A dump of 100,000 live
+//! samples: about 10 ms raw, about 100 ms symbolized, with a symbolizer peak of about 50 MB that is
+//! released right after (about 20 KB kept).
 //!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
@@ -117,8 +124,13 @@
 //! - Snapshots are consistent per shard, not across shards: frees racing a dump may or may not show.
 //! - The symbolizer's peak is measured with jemalloc's per-thread counters between address lookups
 //!   (temporaries inside one lookup are missed), and only covers allocations that reach jemalloc.
-//! - Sampled objects use `MALLOCX_TCACHE_NONE`, so each sampled allocation and free takes an arena
-//!   lock; at R = 512 KiB that is a few thousand per second per GB/s of allocation.
+//! - Each thread that allocates or frees a sampled object holds one of jemalloc's explicit tcaches
+//!   (at most 4,094 at a time in a process; threads beyond that, and threads past their exit hook,
+//!   use `MALLOCX_TCACHE_NONE` and take an arena lock per sampled allocation and free). A tcache
+//!   costs jemalloc about 30 KiB of metadata and keeps freed sampled objects cached (within
+//!   jemalloc's usual per-size-class limits, in the sampled arena's range) until the thread exits.
+//!   After `fork`, the tcaches of the parent's other threads stay allocated (and their cached
+//!   objects unused) in the child.
 //! - Not async-signal-safe: a sampled allocation takes locks, like jemalloc itself.
 //! - jeprof's flat column charges every stack's leaf, which is the allocating function with the
 //!   allocator's inlined frames (`alloc::alloc::alloc`, `__rust_alloc`, `Profiled::alloc`) named

@@ -14,6 +14,7 @@
 //!   takes a process-wide lock.
 
 use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::sync::RwLock;
 
 /// Largest `max_frames` accepted: the on-stack capture buffer's size.
@@ -70,13 +71,11 @@ pub(crate) fn frame_pointers_work() -> bool {
 fn probe_frame_pointers() -> bool {
     let marker = 0u8;
     let marker = std::hint::black_box(&marker) as *const u8 as usize;
-    let mut by_fp = [0u64; 16];
-    let mut by_libgcc = [0u64; 16];
-    let n_fp = walk_frame_pointers(marker, &mut by_fp);
-    let n_libgcc = {
-        let _held = UNWIND_LOCK.read().unwrap_or_else(|e| e.into_inner());
-        walk_libgcc(marker, &mut by_libgcc)
-    };
+    let mut by_fp = [MaybeUninit::<u64>::uninit(); 16];
+    let mut by_libgcc = [MaybeUninit::<u64>::uninit(); 16];
+    let by_fp = capture_uninit(Unwinder::FramePointer, marker, &mut by_fp);
+    let by_libgcc = capture_uninit(Unwinder::Backtrace, marker, &mut by_libgcc);
+    let (n_fp, n_libgcc) = (by_fp.len(), by_libgcc.len());
     // The walk may end early where code without frame pointers starts (glibc's thread start, say):
     // what it returns must be exactly libgcc's first frames, with none missing in between.
     let k = n_fp.min(n_libgcc).min(8);
@@ -85,15 +84,32 @@ fn probe_frame_pointers() -> bool {
 
 /// Captures the current stack into `buf` with `unwinder`, skipping every frame up to and including
 /// the one holding `marker`. Returns the number of frames written.
-#[inline(never)]
+#[cfg(test)]
 pub(crate) fn capture(unwinder: Unwinder, marker: usize, buf: &mut [u64]) -> usize {
-    match unwinder {
+    // SAFETY: `MaybeUninit<u64>` has the layout of `u64`, and the walkers only ever write
+    // initialised values into the buffer, so `buf` stays fully initialised.
+    let buf = unsafe { &mut *(buf as *mut [u64] as *mut [MaybeUninit<u64>]) };
+    capture_uninit(unwinder, marker, buf).len()
+}
+
+/// [`capture`] into an uninitialised buffer (no need to zero up to 2 KiB per sample): returns the
+/// frames written, the initialised front of `buf`.
+#[inline(never)]
+pub(crate) fn capture_uninit(
+    unwinder: Unwinder,
+    marker: usize,
+    buf: &mut [MaybeUninit<u64>],
+) -> &[u64] {
+    let n = match unwinder {
         Unwinder::FramePointer => walk_frame_pointers(marker, buf),
         Unwinder::Backtrace => {
             let _held = UNWIND_LOCK.read().unwrap_or_else(|e| e.into_inner());
             walk_libgcc(marker, buf)
         }
-    }
+    };
+    // SAFETY: both walkers wrote `buf[..n]` (and return n ≤ buf.len()); MaybeUninit<u64> has the
+    // layout of u64.
+    unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u64>(), n) }
 }
 
 fn stack_top() -> usize {
@@ -157,37 +173,54 @@ fn frame_pointer() -> usize {
 /// Walks the frame-pointer chain (`[fp] = caller's fp`, `[fp + 8] = return address` on both
 /// x86_64 and aarch64). Never faults: every address read lies in `[own stack pointer, stack top)`,
 /// which is mapped stack of the current thread.
+///
+/// The bounds are checked once: the first frame pointer must be at or above `low`, and every next
+/// one strictly above the previous (so all are), word-aligned, and with its two-word record below
+/// `top`: per frame that is one mask, two compares and no call.
 #[inline(never)]
-pub(crate) fn walk_frame_pointers(marker: usize, buf: &mut [u64]) -> usize {
+pub(crate) fn walk_frame_pointers(marker: usize, buf: &mut [MaybeUninit<u64>]) -> usize {
     let here = 0u8;
     let low = std::hint::black_box(&here) as *const u8 as usize;
     let top = stack_top();
-    if top <= 1 || buf.is_empty() {
+    const WORD: usize = std::mem::size_of::<usize>();
+    if top <= 1 || buf.is_empty() || top < 2 * WORD {
         return 0;
     }
-    let word = std::mem::size_of::<usize>();
+    // The highest frame pointer whose two-word record ends at or below `top`.
+    let last = top - 2 * WORD;
     let mut fp = frame_pointer();
-    let mut n = 0;
+    if fp < low {
+        return 0;
+    }
+    // Frames up to and including the marker's are the profiler's own: follow them unrecorded.
     loop {
-        let record_fits = matches!(fp.checked_add(2 * word), Some(end) if end <= top);
-        if fp % word != 0 || fp < low || !record_fits {
+        if fp % WORD != 0 || fp > last {
+            return 0;
+        }
+        if fp > marker {
             break;
         }
-        // SAFETY: low ≤ fp and fp + 16 ≤ top, and [low, top) is this thread's live stack (low is
-        // the address of a local of this very function, top the end of the stack mapping), which
-        // is mapped and readable; fp is word-aligned.
-        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + word) as *const usize)) };
-        if fp > marker {
-            if ret < 4096 {
-                break;
-            }
-            buf[n] = ret as u64;
-            n += 1;
-            if n == buf.len() {
-                break;
-            }
-        }
+        // SAFETY: low ≤ fp ≤ top − 16 (fp ≥ low by the check before the loop and because the
+        // chain strictly increases), and [low, top) is this thread's live stack (low is the
+        // address of a local of this very function, top the end of the stack mapping), which is
+        // mapped and readable; fp is word-aligned.
+        let next = unsafe { *(fp as *const usize) };
         if next <= fp {
+            return 0;
+        }
+        fp = next;
+    }
+    let mut n = 0;
+    loop {
+        // SAFETY: as above: low ≤ fp ≤ top − 16, fp word-aligned, all within this thread's
+        // mapped stack (checked before entering this loop and at the end of each round).
+        let (next, ret) = unsafe { (*(fp as *const usize), *((fp + WORD) as *const usize)) };
+        if ret < 4096 {
+            break;
+        }
+        buf[n].write(ret as u64);
+        n += 1;
+        if n == buf.len() || next <= fp || next % WORD != 0 || next > last {
             break;
         }
         fp = next;
@@ -198,7 +231,7 @@ pub(crate) fn walk_frame_pointers(marker: usize, buf: &mut [u64]) -> usize {
 /// Unwinds with libgcc, skipping frames whose stack pointer is at or below `marker`: the unwinder's,
 /// the profiler's, and the frame holding the marker.
 #[inline(never)]
-pub(crate) fn walk_libgcc(marker: usize, buf: &mut [u64]) -> usize {
+pub(crate) fn walk_libgcc(marker: usize, buf: &mut [MaybeUninit<u64>]) -> usize {
     let mut n = 0;
     if buf.is_empty() {
         return 0;
@@ -217,7 +250,7 @@ pub(crate) fn walk_libgcc(marker: usize, buf: &mut [u64]) -> usize {
             if ip < 4096 {
                 return false;
             }
-            buf[n] = ip;
+            buf[n].write(ip);
             n += 1;
             n < buf.len()
         });

@@ -85,13 +85,33 @@ pub(crate) const SHARDS: usize = 64;
 /// One shard of the live-sample table (created at its first sample).
 pub(crate) type LiveShard = Option<Map<usize, LiveSample>>;
 
-/// Live samples by address, sharded so that frees on different threads rarely meet.
-pub(crate) static LIVE: [Mutex<LiveShard>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
+/// A value alone in its cache line(s), so that threads writing neighbouring values do not keep
+/// taking the line from each other (false sharing).
+#[repr(align(64))]
+pub(crate) struct CacheLine<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for CacheLine<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+/// Live samples by address, sharded so that frees on different threads rarely meet; one shard
+/// per cache line, so that threads using different shards do not share lines.
+pub(crate) static LIVE: [CacheLine<Mutex<LiveShard>>; SHARDS] =
+    [const { CacheLine(Mutex::new(None)) }; SHARDS];
 
 /// The shard holding address `addr`.
 pub(crate) fn shard_of(addr: usize) -> &'static Mutex<LiveShard> {
     let h = ((addr >> 4) as u64).wrapping_mul(MIX);
-    &LIVE[(h >> (64 - SHARDS.trailing_zeros())) as usize]
+    &LIVE[(h >> (64 - SHARDS.trailing_zeros())) as usize].0
 }
 
 /// Locks a profiler mutex, ignoring poison (nothing here panics while holding one, and a heap
@@ -104,17 +124,59 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct StackRecord {
     /// Return addresses, innermost first.
     pub(crate) frames: Box<[u64]>,
-    /// Allocated since start, all threads.
-    pub(crate) accum: Estimate,
-    /// Allocated since start, per thread uid.
-    pub(crate) threads: Vec<(u64, Estimate)>,
+    /// Allocated since start, per thread uid (the stack's total is their sum, [`Self::accum`]).
+    /// One entry per cache line: each thread only writes its own, so threads sampling the same
+    /// stack do not take each other's lines.
+    pub(crate) threads: Vec<CacheLine<(u64, Estimate)>>,
     /// Next record with the same hash (`u32::MAX`: none).
     next_same_hash: u32,
+}
+
+impl StackRecord {
+    /// Allocated since start, all threads: the sum of the per-thread figures.
+    pub(crate) fn accum(&self) -> Estimate {
+        let mut total = Estimate::default();
+        for t in &self.threads {
+            total.add(&t.1);
+        }
+        total
+    }
+}
+
+/// The hash a stack is interned under: four independent multiply chains over every fourth frame
+/// (so the 32 or 128 multiplies of a stack overlap instead of waiting on each other), then folded
+/// together with the length.
+pub(crate) fn stack_hash(frames: &[u64]) -> u64 {
+    let step = |lane: u64, frame: u64| (lane.rotate_left(26) ^ frame).wrapping_mul(MIX);
+    let mut lanes = [
+        MIX,
+        MIX.rotate_left(16),
+        MIX.rotate_left(32),
+        MIX.rotate_left(48),
+    ];
+    let mut quads = frames.chunks_exact(4);
+    for quad in &mut quads {
+        lanes[0] = step(lanes[0], quad[0]);
+        lanes[1] = step(lanes[1], quad[1]);
+        lanes[2] = step(lanes[2], quad[2]);
+        lanes[3] = step(lanes[3], quad[3]);
+    }
+    for (lane, &frame) in lanes.iter_mut().zip(quads.remainder()) {
+        *lane = step(*lane, frame);
+    }
+    let mut h = WordHasher(frames.len() as u64);
+    for lane in lanes {
+        h.write_u64(lane);
+    }
+    h.finish()
 }
 
 /// Interned stacks.
 #[derive(Default)]
 pub(crate) struct StackTable {
+    /// Samples recorded since start (counted here, under the table's lock that every sample
+    /// takes anyway, rather than in a shared atomic that would be one more contended line).
+    pub(crate) samples_taken: u64,
     /// Hash of frames → first record with that hash.
     by_hash: Map<u64, u32>,
     /// Records; an index is a stack id.
@@ -127,18 +189,17 @@ pub(crate) static STACKS: Mutex<Option<StackTable>> = Mutex::new(None);
 impl StackTable {
     /// Finds or adds `frames`, charges `accum` to it for `thread`, and returns its id; `None` when
     /// the stack is new and the table already holds `max_stacks` stacks.
+    ///
+    /// `hash` is [`stack_hash`]`(frames)`, computed by the caller before it takes the table's lock.
     pub(crate) fn intern_and_charge(
         &mut self,
         frames: &[u64],
+        hash: u64,
         thread: u64,
         accum: &Estimate,
         max_stacks: usize,
     ) -> Option<u32> {
-        let mut h = WordHasher(frames.len() as u64);
-        for &f in frames {
-            h.write_u64(f);
-        }
-        let hash = h.finish();
+        debug_assert_eq!(hash, stack_hash(frames));
         let mut id = self.by_hash.get(&hash).copied().unwrap_or(u32::MAX);
         while id != u32::MAX && *self.records[id as usize].frames != *frames {
             id = self.records[id as usize].next_same_hash;
@@ -151,17 +212,16 @@ impl StackTable {
             let next_same_hash = self.by_hash.insert(hash, id).unwrap_or(u32::MAX);
             self.records.push(StackRecord {
                 frames: frames.into(),
-                accum: Estimate::default(),
                 threads: Vec::new(),
                 next_same_hash,
             });
         }
         let record = &mut self.records[id as usize];
-        record.accum.add(accum);
-        match record.threads.iter_mut().find(|(t, _)| *t == thread) {
-            Some((_, e)) => e.add(accum),
-            None => record.threads.push((thread, *accum)),
+        match record.threads.iter_mut().find(|t| t.0 .0 == thread) {
+            Some(t) => t.0 .1.add(accum),
+            None => record.threads.push(CacheLine((thread, *accum))),
         }
+        self.samples_taken += 1;
         Some(id)
     }
 
@@ -173,7 +233,8 @@ impl StackTable {
             .records
             .iter()
             .map(|r| {
-                r.frames.len() * 8 + r.threads.capacity() * std::mem::size_of::<(u64, Estimate)>()
+                r.frames.len() * 8
+                    + r.threads.capacity() * std::mem::size_of::<CacheLine<(u64, Estimate)>>()
             })
             .sum();
         map + records + inner
@@ -193,14 +254,34 @@ mod tests {
     fn interning_finds_equal_stacks_and_caps_distinct_ones() {
         let mut t = StackTable::default();
         let e = sample_estimate(8, 8, 1 << 19);
-        let a = t.intern_and_charge(&[1, 2, 3], 0, &e, 2).unwrap();
-        let b = t.intern_and_charge(&[1, 2, 4], 1, &e, 2).unwrap();
+        let intern = |t: &mut StackTable, frames: &[u64], thread| {
+            t.intern_and_charge(frames, stack_hash(frames), thread, &e, 2)
+        };
+        let a = intern(&mut t, &[1, 2, 3], 0).unwrap();
+        let b = intern(&mut t, &[1, 2, 4], 1).unwrap();
         assert_ne!(a, b);
-        assert_eq!(t.intern_and_charge(&[1, 2, 3], 1, &e, 2), Some(a));
-        assert_eq!(t.intern_and_charge(&[9], 0, &e, 2), None);
+        assert_eq!(intern(&mut t, &[1, 2, 3], 1), Some(a));
+        assert_eq!(intern(&mut t, &[9], 0), None);
         let r = &t.records[a as usize];
         assert_eq!(r.threads.len(), 2);
-        assert!((r.accum.objects - 2.0 * e.objects).abs() < 1e-6);
+        assert!((r.accum().objects - 2.0 * e.objects).abs() < 1e-6);
+        assert_eq!(t.samples_taken, 3);
+    }
+
+    #[test]
+    fn stack_hash_depends_on_every_frame_and_its_place() {
+        let base: Vec<u64> = (0..37).map(|i| 0x5555_0000_1000 + 40 * i).collect();
+        let h = stack_hash(&base);
+        for i in 0..base.len() {
+            let mut changed = base.clone();
+            changed[i] += 1;
+            assert_ne!(stack_hash(&changed), h, "frame {i}");
+        }
+        let mut swapped = base.clone();
+        swapped.swap(0, 4);
+        assert_ne!(stack_hash(&swapped), h);
+        assert_ne!(stack_hash(&base[..36]), h);
+        assert_ne!(stack_hash(&[]), stack_hash(&[0]));
     }
 
     #[test]
