@@ -12,6 +12,10 @@ pub fn exercise(bytes: &[u8]) {
     let Ok(profile) = jeprof_dumpfmt::read::parse(bytes) else {
         return;
     };
+    // The merge's fast path must fold a dump exactly as resolving it and adding it does.
+    let mut fast = Accumulator::new();
+    fast.add_dump(profile.clone(), "fuzz", &SymbolizeOptions::default());
+    fast.add_dump(profile.clone(), "fuzz", &SymbolizeOptions::default());
     let resolved = crate::resolve(profile, "fuzz", &SymbolizeOptions::default());
     let profiles = [resolved];
     for measure in [
@@ -36,6 +40,12 @@ pub fn exercise(bytes: &[u8]) {
     let mut acc = Accumulator::new();
     acc.add(&profiles[0]);
     acc.add(&profiles[0]);
+    // Compared as text, so that NaN figures compare equal to themselves.
+    assert_eq!(
+        format!("{:?}", fast.canonical()),
+        format!("{:?}", acc.canonical()),
+        "add_dump and resolve + add disagree"
+    );
     let merged = acc.to_profile();
     if let Ok(text) =
         jeprof_dumpfmt::write::to_string(&merged, &jeprof_dumpfmt::WriteOptions::default())

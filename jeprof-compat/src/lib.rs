@@ -84,36 +84,104 @@ pub fn load_all(
     paths.par_iter().map(|p| load(p, options)).collect()
 }
 
-/// Merges dump files: each worker parses one dump at a time and folds it into its own
-/// [`Accumulator`], which are then added together; at most one dump per worker is in memory at once.
-/// `on_dump` is called after each dump is folded in (for a progress bar).
+/// Dumps per unit of work in [`merge_files`]: small enough that no worker idles long at the end,
+/// large enough that starting an accumulator per unit (and adding it in) costs little.
+const MERGE_CHUNK: usize = 16;
+
+/// Merges dump files. The dumps are cut into chunks of 16 consecutive dumps; `jobs` workers each
+/// take the next chunk in turn (a shared counter, so no worker idles while another still has a
+/// queue) and fold its dumps, one at a time and in order, into the chunk's own figures
+/// ([`Accumulator::add_dump`]; names, frames and the symbol cache stay with the worker from chunk to
+/// chunk); the chunks' figures are added to the result in chunk order as they complete. So figures
+/// are summed in the same order whatever `jobs` and the timing (the result is reproducible bit for
+/// bit), and memory holds the result plus a few chunks' figures, whatever the number of dumps.
+/// `on_dump` is called after each dump is folded in (for a progress bar). On errors, the error of
+/// the first failing dump in `paths` order is returned.
 pub fn merge_files(
     paths: &[PathBuf],
     options: &SymbolizeOptions,
     jobs: usize,
     on_dump: &(dyn Fn() + Sync),
 ) -> Result<Accumulator, jeprof_dumpfmt::Error> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.max(1))
-        .build()
-        .map_err(|e| jeprof_dumpfmt::Error::Io {
-            file: None,
-            source: std::io::Error::other(e),
-        })?;
-    let min_len = (paths.len() / (4 * jobs.max(1))).max(1);
-    pool.install(|| {
-        paths
-            .par_iter()
-            .with_min_len(min_len)
-            .try_fold(Accumulator::new, |mut acc, path| {
-                let profile = load(path, options)?;
-                acc.add(&profile);
-                on_dump();
-                Ok(acc)
-            })
-            .try_reduce(Accumulator::new, |mut a, b| {
-                a.absorb(b);
-                Ok(a)
-            })
-    })
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// The result so far: chunks `..next` added, later ones waiting for their turn.
+    struct Reduced {
+        total: Accumulator,
+        next: usize,
+        waiting: BTreeMap<usize, Accumulator>,
+    }
+
+    let chunks = paths.len().div_ceil(MERGE_CHUNK);
+    let next_chunk = AtomicUsize::new(0);
+    // Dumps at or after the first failure are not started: every earlier one already was (chunks
+    // are handed out in order, dumps read in order), so the failure reported is the first in
+    // `paths` order.
+    let stop = AtomicUsize::new(usize::MAX);
+    let first_error: Mutex<Option<(usize, jeprof_dumpfmt::Error)>> = Mutex::new(None);
+    let reduced = Mutex::new(Reduced {
+        total: Accumulator::new(),
+        next: 0,
+        waiting: BTreeMap::new(),
+    });
+    let worker = || {
+        // Names, frames and the symbol cache carry over from chunk to chunk; figures do not.
+        let mut acc = Accumulator::new();
+        loop {
+            let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
+            if chunk >= chunks {
+                return;
+            }
+            let first = chunk * MERGE_CHUNK;
+            for (i, path) in paths.iter().enumerate().skip(first).take(MERGE_CHUNK) {
+                if i >= stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                match jeprof_dumpfmt::read::read_file(path) {
+                    Ok(profile) => {
+                        acc.add_dump(profile, &path.display().to_string(), options);
+                        on_dump();
+                    }
+                    Err(e) => {
+                        stop.fetch_min(i, Ordering::Relaxed);
+                        let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                        if first.as_ref().is_none_or(|(j, _)| i < *j) {
+                            *first = Some((i, e));
+                        }
+                        return;
+                    }
+                }
+            }
+            let part = acc.split_off();
+            let mut r = reduced.lock().unwrap_or_else(|p| p.into_inner());
+            r.waiting.insert(chunk, part);
+            loop {
+                let at = r.next;
+                let Some(part) = r.waiting.remove(&at) else {
+                    break;
+                };
+                r.total.absorb(part);
+                r.next += 1;
+            }
+        }
+    };
+    let workers = jobs.clamp(1, chunks.max(1));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..workers).map(|_| scope.spawn(worker)).collect();
+        worker();
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    Ok(reduced
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .total)
 }

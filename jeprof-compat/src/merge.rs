@@ -15,6 +15,14 @@
 //! the inputs, which is associative too. Memory grows with the number of distinct stacks and frames,
 //! not with the number of dumps: each dump is parsed, folded in and dropped.
 //!
+//! # Fast path
+//! [`Accumulator::add_dump`] (what `merge_files` uses) folds a parsed dump in without building
+//! [`Frame`]s: names and frame identities are interned to ids (stacks are hashed as ids, never as
+//! strings), each distinct address of a dump is resolved once, walking the symbol section in its own
+//! order, and each distinct symbol entry is demangled and cleaned once per merge (cached by its raw
+//! names). It applies the same identity rules as [`Frame::identity`] and equals
+//! `add(&resolve(..))` (property-tested); raw dumps take that general path.
+//!
 //! Frames above `0x7fffffffffffffff` (kernel addresses, which jeprof drops from every report) are
 //! left out. Per-thread lines and the header thread summaries are not carried over: thread uids mean nothing
 //! across processes.
@@ -22,26 +30,45 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use jeprof_dumpfmt::model::symbol_key;
 use jeprof_dumpfmt::{Counts, Profile, Stack, SymbolTable};
 
 use crate::hash::FastMap;
-use crate::symbolize::{Frame, ResolvedProfile, ResolvedStack};
+use crate::maps;
+use crate::names::{self, NameStyle};
+use crate::symbolize::{
+    resolve, unsymbolized_identity, Frame, ResolvedProfile, ResolvedStack, SymbolizeOptions,
+};
 
 /// Synthetic address of the first frame identity in a merged dump; identities are 16 apart.
 const SYNTHETIC_BASE: u64 = 0x1_0000;
 
+/// Frames above this (kernel addresses) are left out of merges.
+const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
+
 /// Stacks added up across dumps, keyed by the identity of their frames.
+///
+/// Names are interned once (`names`), a frame identity is the list of its name ids (`frames`), a
+/// stack the list of its frame ids: hashing and comparing ids, never strings, per stack.
 #[derive(Debug, Clone, Default)]
 pub struct Accumulator {
-    /// Frame identities (function names innermost first) by id.
-    frames: Vec<Arc<[String]>>,
-    frame_ids: FastMap<Arc<[String]>, u32>,
+    /// Distinct function names (and `module+0xoffset` / address identities) by id.
+    names: Vec<Arc<str>>,
+    name_ids: FastMap<Arc<str>, u32>,
+    /// Frame identities (name ids, innermost first) by id.
+    frames: Vec<Box<[u32]>>,
+    frame_ids: FastMap<Box<[u32]>, u32>,
     /// Stacks (frame ids, innermost first) and their summed figures.
     stacks: FastMap<Box<[u32]>, Counts>,
     /// Smallest non-zero sample period seen; 0 when every input had period 0.
     period: u64,
     /// How many dumps were added.
     dumps: usize,
+    /// [`Accumulator::add_dump`]'s cache: a symbol-section entry's raw names (as written in the
+    /// dump) to the frame id they resolve to under `raw_style`, so each distinct entry is demangled
+    /// and cleaned once per merge, not once per dump. Bounded by the distinct entries.
+    raw_frames: FastMap<Box<[String]>, u32>,
+    raw_style: Option<NameStyle>,
 }
 
 impl Accumulator {
@@ -60,19 +87,51 @@ impl Accumulator {
         self.stacks.len()
     }
 
-    fn intern(&mut self, identity: Arc<[String]>) -> u32 {
-        if let Some(&id) = self.frame_ids.get(&identity) {
+    fn intern_name(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        let name: Arc<str> = Arc::from(name);
+        self.names.push(name.clone());
+        self.name_ids.insert(name, id);
+        id
+    }
+
+    /// The frame id of an identity given as name ids.
+    fn intern_frame(&mut self, identity: &[u32]) -> u32 {
+        if let Some(&id) = self.frame_ids.get(identity) {
             return id;
         }
         let id = self.frames.len() as u32;
+        let identity: Box<[u32]> = identity.into();
         self.frames.push(identity.clone());
         self.frame_ids.insert(identity, id);
         id
     }
 
+    /// The frame id of an identity given as names ([`Frame::identity`]).
+    fn intern_identity<S: AsRef<str>>(&mut self, identity: &[S]) -> u32 {
+        let ids: Vec<u32> = identity
+            .iter()
+            .map(|n| self.intern_name(n.as_ref()))
+            .collect();
+        self.intern_frame(&ids)
+    }
+
     fn note_period(&mut self, period: u64) {
         if period != 0 && (self.period == 0 || period < self.period) {
             self.period = period;
+        }
+    }
+
+    /// Adds one stack, given as frame ids.
+    fn add_stack(&mut self, key: &[u32], counts: &Counts) {
+        match self.stacks.get_mut(key) {
+            Some(c) => c.add(counts),
+            None => {
+                self.stacks.insert(key.into(), *counts);
+            }
         }
     }
 
@@ -87,28 +146,140 @@ impl Accumulator {
             key.clear();
             // Kernel addresses: jeprof drops them from every report, and their synthetic
             // replacements would not be dropped.
-            for f in stack
-                .frames
-                .iter()
-                .filter(|f| f.key <= 0x7fff_ffff_ffff_ffff)
-            {
+            for f in stack.frames.iter().filter(|f| f.key <= LAST_USER_ADDRESS) {
                 let id = match ids.get(&Arc::as_ptr(f)) {
                     Some(&id) => id,
                     None => {
-                        let id = self.intern(Arc::from(f.identity()));
+                        let id = self.intern_identity(&f.identity());
                         ids.insert(Arc::as_ptr(f), id);
                         id
                     }
                 };
                 key.push(id);
             }
-            match self.stacks.get_mut(key.as_slice()) {
-                Some(c) => c.add(&stack.counts),
-                None => {
-                    self.stacks
-                        .insert(key.clone().into_boxed_slice(), stack.counts);
+            self.add_stack(&key, &stack.counts);
+        }
+    }
+
+    /// Folds one parsed dump in: the same as `self.add(&resolve(profile, source, options))`, but
+    /// a symbolized dump goes straight from addresses to frame ids (each distinct address looked up
+    /// once per dump, each distinct symbol entry demangled and cleaned once per merge) without
+    /// building [`Frame`]s. Raw dumps (no symbol section) are resolved as [`resolve`] does.
+    pub fn add_dump(&mut self, profile: Profile, source: &str, options: &SymbolizeOptions) {
+        let Some(symbols) = profile.symbols.as_ref() else {
+            self.add(&resolve(profile, source, options));
+            return;
+        };
+        if self.raw_style != Some(options.style) {
+            self.raw_frames.clear();
+            self.raw_style = Some(options.style);
+        }
+        self.note_period(profile.sample_period);
+        self.dumps += 1;
+        // Pass 1: every distinct lookup key gets a dense local index, and every stack's frames
+        // become local indexes, in one flat list (so the stacks' own frame lists are walked once).
+        let mut local_of: FastMap<u64, u32> = FastMap::default();
+        local_of.reserve(symbols.names.len());
+        let mut keys: Vec<u64> = Vec::with_capacity(symbols.names.len());
+        let mut flat: Vec<u32> = Vec::with_capacity(16 * profile.stacks.len());
+        let mut lens: Vec<usize> = Vec::with_capacity(profile.stacks.len());
+        for stack in &profile.stacks {
+            let before = flat.len();
+            for (i, &address) in stack.frames.iter().enumerate() {
+                let k = symbol_key(i, address);
+                // Kernel addresses: jeprof drops them from every report, and their synthetic
+                // replacements would not be dropped.
+                if k > LAST_USER_ADDRESS {
+                    continue;
+                }
+                let next = keys.len() as u32;
+                let local = *local_of.entry(k).or_insert_with(|| {
+                    keys.push(k);
+                    next
+                });
+                flat.push(local);
+            }
+            lens.push(flat.len() - before);
+        }
+        // Pass 2: a frame id per local index, walking the symbol section in its own order
+        // (sequential memory, where lookups in stack order would miss the cache on every entry's
+        // names), then the keys it does not name.
+        const UNRESOLVED: u32 = u32::MAX;
+        let mut frame_of = vec![UNRESOLVED; keys.len()];
+        let mut missing = keys.len();
+        for (k, raw) in &symbols.names {
+            if missing == 0 {
+                break;
+            }
+            if raw.is_empty() {
+                continue;
+            }
+            if let Some(&local) = local_of.get(k) {
+                frame_of[local as usize] = self.symbol_frame(raw, options.style);
+                missing -= 1;
+            }
+        }
+        if missing > 0 {
+            // Through the memory map, as `resolve` does.
+            let mappings = profile
+                .mapped_libraries
+                .as_deref()
+                .map(maps::parse_maps)
+                .unwrap_or_default();
+            for (slot, &k) in frame_of.iter_mut().zip(&keys) {
+                if *slot == UNRESOLVED {
+                    let module = maps::find(&mappings, k)
+                        .filter(|m| m.is_file())
+                        .map(|m| (m.path.as_str(), m.file_offset(k)));
+                    *slot = self.intern_identity(&[unsymbolized_identity(k, module)]);
                 }
             }
+        }
+        // Pass 3: the stacks as frame ids, added up.
+        for local in &mut flat {
+            *local = frame_of[*local as usize];
+        }
+        let mut start = 0;
+        for (stack, &len) in profile.stacks.iter().zip(&lens) {
+            self.add_stack(&flat[start..start + len], &stack.counts);
+            start += len;
+        }
+    }
+
+    /// The frame id of a symbol-section entry: its names demangled and cleaned as
+    /// [`resolve`] does (`clean(demangle(raw))`), through the per-merge cache.
+    fn symbol_frame(&mut self, raw: &[String], style: NameStyle) -> u32 {
+        if let Some(&id) = self.raw_frames.get(raw) {
+            return id;
+        }
+        let identity: Vec<String> = raw
+            .iter()
+            .map(|s| names::clean(&names::demangle(s), style))
+            .collect();
+        let id = self.intern_identity(&identity);
+        self.raw_frames.insert(raw.into(), id);
+        id
+    }
+
+    /// Moves the stacks, the period and the dump count out into an accumulator of their own (with
+    /// a copy of the interned names and frames they refer to), leaving this one empty of figures
+    /// but keeping its interned names, frames and symbol cache for the next dumps: a parallel
+    /// merge's worker hands its chunks over this way without starting each chunk cold.
+    pub(crate) fn split_off(&mut self) -> Accumulator {
+        let capacity = self.stacks.len();
+        Accumulator {
+            names: self.names.clone(),
+            name_ids: self.name_ids.clone(),
+            frames: self.frames.clone(),
+            frame_ids: self.frame_ids.clone(),
+            stacks: std::mem::replace(
+                &mut self.stacks,
+                FastMap::with_capacity_and_hasher(capacity, Default::default()),
+            ),
+            period: std::mem::take(&mut self.period),
+            dumps: std::mem::take(&mut self.dumps),
+            raw_frames: FastMap::default(),
+            raw_style: None,
         }
     }
 
@@ -122,28 +293,40 @@ impl Accumulator {
         }
         self.note_period(other.period);
         self.dumps += other.dumps;
-        let remap: Vec<u32> = other
+        let names: Vec<u32> = other.names.iter().map(|n| self.intern_name(n)).collect();
+        let frames: Vec<u32> = other
             .frames
             .iter()
-            .map(|f| self.intern(f.clone()))
+            .map(|f| {
+                let ids: Vec<u32> = f.iter().map(|&n| names[n as usize]).collect();
+                self.intern_frame(&ids)
+            })
             .collect();
-        for (stack, counts) in other.stacks {
-            let key: Box<[u32]> = stack.iter().map(|&i| remap[i as usize]).collect();
-            self.stacks.entry(key).or_default().add(&counts);
+        let mut key: Vec<u32> = Vec::with_capacity(64);
+        for (stack, counts) in &other.stacks {
+            key.clear();
+            key.extend(stack.iter().map(|&i| frames[i as usize]));
+            self.add_stack(&key, counts);
         }
+    }
+
+    /// A frame identity as names.
+    fn identity(&self, frame: u32) -> Vec<String> {
+        self.frames[frame as usize]
+            .iter()
+            .map(|&n| self.names[n as usize].to_string())
+            .collect()
     }
 
     /// The merged stacks by frame identity (innermost first): a canonical form, independent of the
     /// order things were added in.
     pub fn canonical(&self) -> BTreeMap<Vec<Arc<[String]>>, Counts> {
+        let frames: Vec<Arc<[String]>> = (0..self.frames.len() as u32)
+            .map(|f| Arc::from(self.identity(f)))
+            .collect();
         self.stacks
             .iter()
-            .map(|(k, c)| {
-                (
-                    k.iter().map(|&i| self.frames[i as usize].clone()).collect(),
-                    *c,
-                )
-            })
+            .map(|(k, c)| (k.iter().map(|&i| frames[i as usize].clone()).collect(), *c))
             .collect()
     }
 
@@ -166,7 +349,7 @@ impl Accumulator {
         for (rank, &id) in order.iter().enumerate() {
             table
                 .names
-                .insert(synthetic_address(rank), self.frames[id as usize].to_vec());
+                .insert(synthetic_address(rank), self.identity(id));
         }
         let rank_of = ranks(&order);
         for (key, counts) in stacks {
@@ -200,10 +383,11 @@ impl Accumulator {
             .iter()
             .enumerate()
             .map(|(rank, &id)| {
+                let names = self.identity(id);
                 Arc::new(Frame {
                     key: synthetic_address(rank),
-                    names: self.frames[id as usize].to_vec(),
-                    full_names: self.frames[id as usize].to_vec(),
+                    full_names: names.clone(),
+                    names,
                     symbolized: true,
                     module: None,
                 })
@@ -228,8 +412,22 @@ impl Accumulator {
 
     /// Frame ids in name order, and stacks sorted by their frames' names.
     fn sorted(&self) -> (Vec<u32>, Vec<(&[u32], Counts)>) {
+        // Identities in the order of their names (lexicographic over the name lists): names are
+        // distinct, so comparing their ranks compares the strings.
+        let mut by_name: Vec<u32> = (0..self.names.len() as u32).collect();
+        by_name.sort_by(|&a, &b| self.names[a as usize].cmp(&self.names[b as usize]));
+        let name_rank = ranks(&by_name);
         let mut order: Vec<u32> = (0..self.frames.len() as u32).collect();
-        order.sort_by(|&a, &b| self.frames[a as usize].cmp(&self.frames[b as usize]));
+        order.sort_by(|&a, &b| {
+            self.frames[a as usize]
+                .iter()
+                .map(|&n| name_rank[n as usize])
+                .cmp(
+                    self.frames[b as usize]
+                        .iter()
+                        .map(|&n| name_rank[n as usize]),
+                )
+        });
         let rank_of = ranks(&order);
         let mut stacks: Vec<(&[u32], Counts)> =
             self.stacks.iter().map(|(k, c)| (&**k, *c)).collect();

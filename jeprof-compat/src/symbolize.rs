@@ -46,13 +46,24 @@ impl Frame {
         if self.symbolized {
             return self.names.clone();
         }
-        match &self.module {
-            Some((path, offset)) => {
-                let file = path.rsplit('/').next().unwrap_or(path);
-                vec![format!("{file}+0x{offset:x}")]
-            }
-            None => vec![format!("0x{:016x}", self.key)],
+        vec![unsymbolized_identity(
+            self.key,
+            self.module
+                .as_ref()
+                .map(|(path, offset)| (&**path, *offset)),
+        )]
+    }
+}
+
+/// The identity of a frame without names: `module+0xoffset` (the file name of the mapped file) when
+/// its mapping is known, else the address.
+pub(crate) fn unsymbolized_identity(key: u64, module: Option<(&str, u64)>) -> String {
+    match module {
+        Some((path, offset)) => {
+            let file = path.rsplit('/').next().unwrap_or(path);
+            format!("{file}+0x{offset:x}")
         }
+        None => format!("0x{key:016x}"),
     }
 }
 

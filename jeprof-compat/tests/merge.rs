@@ -6,6 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use jeprof_compat::names::NameStyle;
 use jeprof_compat::report::{self, ReportOptions};
 use jeprof_compat::{load_bytes, Accumulator, ResolvedProfile, SymbolizeOptions};
 use jeprof_dumpfmt::{Counts, Estimate, Profile, Stack, SymbolTable};
@@ -120,6 +121,91 @@ proptest! {
         prop_assert_eq!(one.period(), left.period());
         let min_period = parts.iter().map(|(_, lg, _)| 1u64 << lg).min().unwrap();
         prop_assert_eq!(one.period(), min_period);
+    }
+}
+
+/// What `merge_files` does per dump (`add_dump`) against the general path (`resolve`, then `add`).
+fn fast_path_agrees(profile: &Profile, options: &SymbolizeOptions) {
+    let mut fast = Accumulator::new();
+    let mut slow = Accumulator::new();
+    for _ in 0..2 {
+        fast.add_dump(profile.clone(), "p", options);
+        slow.add(&jeprof_compat::resolve(profile.clone(), "p", options));
+    }
+    assert_eq!(
+        format!("{:?}", fast.canonical()),
+        format!("{:?}", slow.canonical())
+    );
+    assert_eq!(fast.period(), slow.period());
+    assert_eq!(fast.dumps(), slow.dumps());
+    let write = |acc: &Accumulator| {
+        jeprof_dumpfmt::write::to_string(&acc.to_profile(), &Default::default()).unwrap()
+    };
+    assert_eq!(write(&fast), write(&slow));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Symbol sections that miss frames (named through the memory map, or by address), empty
+    /// entries, kernel frames, mangled names and inlined frames: the merge's fast path folds them as
+    /// `resolve` + `add` does.
+    #[test]
+    fn merge_fast_path_equals_resolve_then_add(
+        stacks in stacks_strategy(),
+        drop_mask in any::<u32>(),
+        empty_mask in any::<u32>(),
+        kernel in any::<bool>(),
+        with_maps in any::<bool>(),
+        jeprof_names in any::<bool>(),
+    ) {
+        let mut p = profile_from(&stacks, 4096, 0x400000);
+        let symbols = p.symbols.as_mut().unwrap();
+        let keys: Vec<u64> = symbols.names.keys().copied().collect();
+        for (i, k) in keys.iter().enumerate() {
+            let bit = 1u32 << (i % 32);
+            if drop_mask & bit != 0 {
+                symbols.names.remove(k);
+            } else if empty_mask & bit != 0 {
+                symbols.names.insert(*k, Vec::new());
+            } else if i % 3 == 0 {
+                symbols.names.insert(
+                    *k,
+                    vec![
+                        "_ZN4core3ptr13drop_in_place17h0123456789abcdefE".to_string(),
+                        format!("std::vector<int>::push_back(int const&) {i}"),
+                    ],
+                );
+            }
+        }
+        if kernel {
+            if let Some(s) = p.stacks.first_mut() {
+                s.frames.push(0xffff_ffff_8100_0000);
+            }
+        }
+        if with_maps {
+            p.mapped_libraries = Some(
+                "00400000-00401000 r-xp 00000000 fe:00 1 /opt/app/bin/service\n\
+                 00401000-00402000 r-xp 00001000 fe:00 2 /usr/lib/libfoo.so.1\n"
+                    .to_string(),
+            );
+        }
+        let options = SymbolizeOptions {
+            style: if jeprof_names { NameStyle::Jeprof } else { NameStyle::Clean },
+            ..SymbolizeOptions::default()
+        };
+        fast_path_agrees(&p, &options);
+    }
+}
+
+#[test]
+fn merge_fast_path_equals_resolve_then_add_on_the_fixtures() {
+    for entry in std::fs::read_dir(common::fixtures()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "heap") {
+            let profile = jeprof_dumpfmt::read::read_file(&path).unwrap();
+            fast_path_agrees(&profile, &SymbolizeOptions::default());
+        }
     }
 }
 
