@@ -188,6 +188,26 @@ impl Profile {
         total
     }
 
+    /// The header's per-thread lines made from the stacks: each thread's figures summed over the
+    /// stacks (in stack order), sorted by thread uid, without names.
+    pub fn thread_summaries(&self) -> Vec<ThreadSummary> {
+        let mut threads: Vec<ThreadSummary> = Vec::new();
+        for stack in &self.stacks {
+            for t in &stack.threads {
+                match threads.iter_mut().find(|x| x.thread == t.thread) {
+                    Some(x) => x.counts.add(&t.counts),
+                    None => threads.push(ThreadSummary {
+                        thread: t.thread,
+                        counts: t.counts,
+                        name: None,
+                    }),
+                }
+            }
+        }
+        threads.sort_by_key(|t| t.thread);
+        threads
+    }
+
     /// Adds up entries that share the same frames (as jeprof does), keeping first-seen order.
     pub fn coalesce(&mut self) {
         let mut index: std::collections::HashMap<Vec<u64>, usize> =

@@ -10,8 +10,9 @@
 //!    ours runs on the same subset for a like-for-like ratio.
 //! 3. Report on one 50,000-stack dump: `jeprof-compat report --text` against `jeprof --text`.
 //!
-//! The real jeprof is made from the tikv-jemalloc-sys sources in `~/.cargo/registry` (needs perl);
-//! without it (or with `BENCH_NO_JEPROF=1`) only our figures are printed.
+//! The real jeprof is made from the tikv-jemalloc-sys sources in the cargo registry by
+//! `jeprof_conformance::try_jeprof` (needs perl and binutils); without it (or with
+//! `BENCH_NO_JEPROF=1`) only our figures are printed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -125,39 +126,6 @@ fn timed(program: &Path, args: &[String], stdout: &Path) -> Option<(f64, f64)> {
     Some((wall, kib / 1024.0))
 }
 
-fn jeprof_script() -> Option<PathBuf> {
-    Command::new("perl")
-        .arg("-v")
-        .output()
-        .ok()?
-        .status
-        .success()
-        .then_some(())?;
-    let registry = PathBuf::from(std::env::var("HOME").ok()?).join(".cargo/registry/src");
-    for index in std::fs::read_dir(registry).ok()?.flatten() {
-        for krate in std::fs::read_dir(index.path()).ok()?.flatten() {
-            let script = krate.path().join("jemalloc/bin/jeprof.in");
-            if krate
-                .file_name()
-                .to_string_lossy()
-                .starts_with("tikv-jemalloc-sys-")
-                && script.is_file()
-            {
-                let text = std::fs::read_to_string(&script).ok()?;
-                let out = std::env::temp_dir().join("compat-bench-jeprof");
-                std::fs::write(
-                    &out,
-                    text.replace("@jemalloc_version@", "5.3.1")
-                        .replace("@JEMALLOC_PREFIX@", ""),
-                )
-                .ok()?;
-                return Some(out);
-            }
-        }
-    }
-    None
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -180,7 +148,13 @@ fn main() {
     let jeprof = if std::env::var_os("BENCH_NO_JEPROF").is_some() {
         None
     } else {
-        jeprof_script()
+        match jeprof_conformance::try_jeprof() {
+            Ok(j) => Some(j.script.clone()),
+            Err(why) => {
+                println!("   (no real jeprof here, only our figures: {why})");
+                None
+            }
+        }
     };
 
     println!("== generating {dumps} dumps x {stacks} stacks (symbolized, per-dump address base and period)");

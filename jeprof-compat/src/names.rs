@@ -61,31 +61,29 @@ fn strip_rust_hash(name: &str) -> &str {
     name
 }
 
-/// jeprof's `ShortFunctionName`: drop argument lists and template arguments, then a leading return
-/// type.
-pub fn short_function_name(name: &str) -> String {
-    static ARGS: OnceLock<Regex> = OnceLock::new();
-    static TEMPLATE: OnceLock<Regex> = OnceLock::new();
-    static LEADING: OnceLock<Regex> = OnceLock::new();
-    let args = ARGS.get_or_init(|| Regex::new(r"\([^()]*\)(\s*const)?").expect("static regex"));
-    let template = TEMPLATE.get_or_init(|| Regex::new(r"<[^<>]*>").expect("static regex"));
-    let leading = LEADING.get_or_init(|| Regex::new(r"^.*\s+(\w+::)").expect("static regex"));
-    let mut s = name.to_string();
-    loop {
-        let next = args.replace_all(&s, "").into_owned();
-        if next == s {
-            break;
+/// jeprof's `ShortFunctionName`: argument lists and template arguments removed (innermost first,
+/// repeatedly), then a leading return type. jeprof's Perl `\w` (no `use utf8`) is ASCII, hence
+/// `[0-9A-Za-z_]`.
+pub fn short_function_name(full: &str) -> String {
+    static RES: OnceLock<[Regex; 3]> = OnceLock::new();
+    let [args, templates, leading] = RES.get_or_init(|| {
+        [
+            Regex::new(r"\([^()]*\)(\s*const)?").expect("static regex"),
+            Regex::new(r"<[^<>]*>").expect("static regex"),
+            Regex::new(r"^.*\s+([0-9A-Za-z_]+::)").expect("static regex"),
+        ]
+    });
+    let mut name = full.to_string();
+    for re in [args, templates] {
+        loop {
+            let next = re.replace_all(&name, "").into_owned();
+            if next == name {
+                break;
+            }
+            name = next;
         }
-        s = next;
     }
-    loop {
-        let next = template.replace_all(&s, "").into_owned();
-        if next == s {
-            break;
-        }
-        s = next;
-    }
-    leading.replace(&s, "$1").into_owned()
+    leading.replace(&name, "$1").into_owned()
 }
 
 /// Which frames [`is_uninteresting`] removes.
@@ -104,8 +102,15 @@ impl Default for SkipRules {
     }
 }
 
-/// jeprof's heap skip list (`RemoveUninterestingFrames`, jemalloc 5.3.1, empty prefix).
-const JEPROF_SKIP: &[&str] = &[
+/// jeprof's allocator skip list for heap profiles (`RemoveUninterestingFrames` in `bin/jeprof.in`,
+/// jemalloc 5.3.1, `@JEMALLOC_PREFIX@` empty as in our build of jeprof): walking a stack from the
+/// leaf, a frame whose outer short function name (cut at its first space) is in this list, or is
+/// one of them with a leading `_` (Mach-O), is dropped with every frame inside it. jeprof also drops
+/// names matching `TCMalloc|^tcmalloc::`; [`is_uninteresting`] applies both rules.
+///
+/// The single copy in the workspace: `jeprof-fixtures` states its expected per-function figures
+/// with it too.
+pub const JEPROF_SKIP: &[&str] = &[
     "calloc",
     "cfree",
     "malloc",

@@ -417,6 +417,18 @@ unsafe extern "C" fn extent_dalloc(
     true
 }
 
+/// `madvise(addr + offset, length, advice)` for the two purge hooks; true (jemalloc reads it as
+/// "not purged") when it fails.
+///
+/// # Safety
+/// `[addr + offset, addr + offset + length)` must be pages of an extent that our alloc hook handed
+/// out, with nothing of ours (or of anyone else) left in them that `advice` may discard.
+unsafe fn purge(addr: *mut c_void, offset: usize, length: usize, advice: libc::c_int) -> bool {
+    // SAFETY: the caller's contract: the pages lie in the read-write part of our private anonymous
+    // range, so `addr + offset` stays inside it, and discarding their contents harms nobody.
+    unsafe { libc::madvise(addr.cast::<u8>().add(offset).cast(), length, advice) != 0 }
+}
+
 unsafe extern "C" fn extent_purge_lazy(
     _hooks: *mut jem::extent_hooks_t,
     addr: *mut c_void,
@@ -427,13 +439,7 @@ unsafe extern "C" fn extent_purge_lazy(
 ) -> bool {
     // SAFETY: jemalloc only purges pages of extents it got from our alloc hook, which lie in the
     // read-write part of our private anonymous range; MADV_FREE on them discards contents only.
-    unsafe {
-        libc::madvise(
-            addr.cast::<u8>().add(offset).cast(),
-            length,
-            libc::MADV_FREE,
-        ) != 0
-    }
+    unsafe { purge(addr, offset, length, libc::MADV_FREE) }
 }
 
 unsafe extern "C" fn extent_purge_forced(
@@ -446,13 +452,7 @@ unsafe extern "C" fn extent_purge_forced(
 ) -> bool {
     // SAFETY: as in `extent_purge_lazy`; MADV_DONTNEED makes the pages read as zero afterwards, as
     // a forced purge must.
-    unsafe {
-        libc::madvise(
-            addr.cast::<u8>().add(offset).cast(),
-            length,
-            libc::MADV_DONTNEED,
-        ) != 0
-    }
+    unsafe { purge(addr, offset, length, libc::MADV_DONTNEED) }
 }
 
 /// Splitting is always fine: the whole range is one mapping.

@@ -7,7 +7,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{MutexGuard, RwLockWriteGuard};
 
-use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts, ThreadSummary};
+use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts};
 use tikv_jemalloc_sys as jem;
 
 use crate::sampler::Guard;
@@ -249,24 +249,9 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
     }
     stacks.retain(|s| !s.counts.is_zero());
 
-    let mut threads: Vec<ThreadSummary> = Vec::new();
-    for s in &stacks {
-        for t in &s.threads {
-            match threads.iter_mut().find(|x| x.thread == t.thread) {
-                Some(x) => x.counts.add(&t.counts),
-                None => threads.push(ThreadSummary {
-                    thread: t.thread,
-                    counts: t.counts,
-                    name: None,
-                }),
-            }
-        }
-    }
-    threads.sort_by_key(|t| t.thread);
-
     let mut profile = Profile::new(period);
     profile.stacks = stacks;
-    profile.threads = threads;
+    profile.threads = profile.thread_summaries();
     profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
     let stats = stats();
     let unwinder = match current_unwinder() {

@@ -4,41 +4,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use common::SITES;
 
 #[global_allocator]
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
-
-/// Builds the runnable jeprof from the script tikv-jemalloc-sys ships, as its build does.
-fn jeprof_script(dir: &std::path::Path) -> PathBuf {
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cargo"));
-    let registry = cargo_home.join("registry").join("src");
-    let mut found = None;
-    for index in std::fs::read_dir(&registry).expect("cargo registry sources") {
-        let index = index.unwrap().path();
-        for entry in std::fs::read_dir(&index).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let script = entry.path().join("jemalloc/bin/jeprof.in");
-            if name.starts_with("tikv-jemalloc-sys-") && script.exists() {
-                found = Some(script);
-            }
-        }
-    }
-    let source = found.expect("jeprof.in from tikv-jemalloc-sys in the cargo registry");
-    let text = std::fs::read_to_string(&source)
-        .unwrap()
-        .replace("@jemalloc_version@", "5.3.1")
-        .replace("@JEMALLOC_PREFIX@", "");
-    let out = dir.join("jeprof");
-    std::fs::write(&out, text).unwrap();
-    out
-}
 
 /// `(flat, cum)` bytes jeprof prints for the function whose name ends with `::<site>`.
 fn jeprof_figures(output: &str, site: &str) -> Option<(f64, f64)> {
@@ -67,7 +37,6 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let dump = dir.join("heap.prof");
     jeprof_shim::dump(&dump).unwrap();
-    let script = jeprof_script(&dir);
 
     // The dump holds the same stacks as the snapshot (nothing sampled in between).
     let mut back =
@@ -79,17 +48,19 @@ fn main() {
         p.stacks.len()
     });
 
-    let output = Command::new("perl")
-        .arg(&script)
-        .args(["--text", "--show_bytes", "--inuse_space"])
-        .arg(&dump)
-        .output()
-        .expect("run perl jeprof");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The real jeprof, built from the tikv-jemalloc-sys sources (fails with the reason when perl,
+    // binutils or the sources are missing).
+    let output = jeprof_conformance::run(&[
+        "--text",
+        "--show_bytes",
+        "--inuse_space",
+        dump.to_str().expect("UTF-8 temp path"),
+    ]);
+    let stdout = output.stdout.as_str();
     assert!(
-        output.status.success(),
+        output.status == 0,
         "jeprof failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
+        output.stderr
     );
 
     let symbols = profile.symbols.as_ref().expect("symbolized by default");
@@ -98,7 +69,7 @@ fn main() {
     for (i, (site, truth)) in SITES.iter().enumerate() {
         let want = ours[i].bytes;
         assert!(want >= 2.0 * period as f64, "{site}: {want}");
-        let (_, cum) = jeprof_figures(&stdout, site)
+        let (_, cum) = jeprof_figures(stdout, site)
             .unwrap_or_else(|| panic!("{site} not in jeprof's output:\n{stdout}"));
         println!("{site}: jeprof {cum:.0}, shim {want:.1}, truth {truth:.0}");
         assert!(

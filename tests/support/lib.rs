@@ -3,7 +3,9 @@
 //! Support for the conformance tests: [`jeprof`] builds a runnable `jeprof` from the jemalloc
 //! source that cargo already downloaded for `tikv-jemalloc-sys` (`bin/jeprof.in`, with
 //! `@jemalloc_version@` and `@JEMALLOC_PREFIX@` substituted), [`run`] runs it, and [`parse_text`]
-//! reads its `--text` output.
+//! reads its `--text` output. The workspace's one way of getting the real jeprof: the shim's and
+//! jeprof-compat's tests use it too (dev-dependency), and jeprof-compat's bench uses
+//! [`try_jeprof`], going on without jeprof where it cannot be built.
 //!
 //! Requirements: `perl`, `addr2line`, `nm`, `objdump` (binutils) and `file` on `PATH`. When one is
 //! missing the tests fail with a message naming it; they never skip silently.
@@ -109,11 +111,17 @@ fn build() -> Result<Jeprof, String> {
     })
 }
 
+/// The jeprof of this process, built on first use, or why it cannot be built (missing tools or
+/// jemalloc source). For callers that can go on without jeprof (the benches); tests use [`jeprof`].
+pub fn try_jeprof() -> Result<&'static Jeprof, &'static str> {
+    static J: OnceLock<Result<Jeprof, String>> = OnceLock::new();
+    J.get_or_init(build).as_ref().map_err(String::as_str)
+}
+
 /// The jeprof of this test process, built on first use. Panics with the reason when it cannot
 /// be built (missing tools or jemalloc source): a conformance test must not pass without jeprof.
 pub fn jeprof() -> &'static Jeprof {
-    static J: OnceLock<Result<Jeprof, String>> = OnceLock::new();
-    match J.get_or_init(build) {
+    match try_jeprof() {
         Ok(j) => j,
         Err(e) => panic!("cannot build jeprof: {e}"),
     }

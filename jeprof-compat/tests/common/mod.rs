@@ -46,35 +46,3 @@ pub fn run_ok(args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
-
-/// The real jeprof (perl script) made from the tikv-jemalloc-sys sources, when perl and the sources
-/// are here.
-pub fn live_jeprof() -> Option<PathBuf> {
-    if Command::new("perl")
-        .arg("-v")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        return None;
-    }
-    let home = std::env::var("HOME").ok()?;
-    let registry = PathBuf::from(home).join(".cargo/registry/src");
-    for index in std::fs::read_dir(registry).ok()?.flatten() {
-        for krate in std::fs::read_dir(index.path()).ok()?.flatten() {
-            let name = krate.file_name().to_string_lossy().to_string();
-            let script = krate.path().join("jemalloc/bin/jeprof.in");
-            if name.starts_with("tikv-jemalloc-sys-") && script.is_file() {
-                let text = std::fs::read_to_string(&script).ok()?;
-                let text = text
-                    .replace("@jemalloc_version@", "5.3.1")
-                    .replace("@JEMALLOC_PREFIX@", "");
-                let out = std::env::temp_dir()
-                    .join(format!("jeprof-compat-test-jeprof-{}", std::process::id()));
-                std::fs::write(&out, text).ok()?;
-                return Some(out);
-            }
-        }
-    }
-    None
-}
