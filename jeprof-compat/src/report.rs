@@ -145,6 +145,8 @@ struct Translator {
     names: Vec<String>,
     ids: FastMap<String, u32>,
     frames: FastMap<*const Frame, Vec<u32>>,
+    /// Whether each distinct frame is an allocator frame jeprof removes (a string test, so cached).
+    uninteresting: FastMap<*const Frame, bool>,
 }
 
 impl Translator {
@@ -156,6 +158,24 @@ impl Translator {
         self.names.push(name.clone());
         self.ids.insert(name, id);
         id
+    }
+
+    /// [`interesting_frames`], with the per-frame test computed once per distinct frame.
+    fn interesting<'a>(
+        &mut self,
+        frames: &'a [std::sync::Arc<Frame>],
+        skip: SkipRules,
+    ) -> &'a [std::sync::Arc<Frame>] {
+        let cut = frames.iter().rposition(|f| {
+            *self
+                .uninteresting
+                .entry(std::sync::Arc::as_ptr(f))
+                .or_insert_with(|| f.symbolized && names::is_uninteresting(f.function(), skip))
+        });
+        match cut {
+            Some(i) => &frames[i + 1..],
+            None => frames,
+        }
     }
 
     /// The functions at a frame, innermost first, all but the outermost suffixed ` (inline)`; none
@@ -212,7 +232,7 @@ pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
             let (value, variance) = options.measure.pick(&stack.counts);
             report.total += value;
             report.total_variance += variance;
-            let frames = interesting_frames(&stack.frames, options.skip);
+            let frames = translator.interesting(&stack.frames, options.skip);
             if let Some(focus) = &options.focus {
                 if !focus_matches(frames, focus) {
                     continue;
