@@ -84,6 +84,17 @@ pub fn load_all(
     paths.par_iter().map(|p| load(p, options)).collect()
 }
 
+/// Parses dumps in parallel, each with where it came from (for messages); the first failure in
+/// `paths` order is the error.
+pub fn parse_all(
+    paths: &[PathBuf],
+) -> Result<Vec<(jeprof_dumpfmt::Profile, String)>, jeprof_dumpfmt::Error> {
+    paths
+        .par_iter()
+        .map(|p| Ok((jeprof_dumpfmt::read::read_file(p)?, p.display().to_string())))
+        .collect()
+}
+
 /// Dumps per unit of work in [`merge_files`]: small enough that no worker idles long at the end,
 /// large enough that starting an accumulator per unit (and adding it in) costs little.
 const MERGE_CHUNK: usize = 16;

@@ -309,7 +309,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Report(args) => {
             let options = report_options(&args.view, &args.common, args.interval)?;
-            let profiles = jeprof_compat::load_all(&args.dumps, &args.common.symbolize())?;
+            let symbolize = args.common.symbolize();
+            if args.output.flamegraph.is_none() && !args.output.collapsed {
+                // The text report goes straight from the parsed dumps (no resolved frames for
+                // symbolized ones).
+                let dumps = jeprof_compat::parse_all(&args.dumps)?;
+                let r = report::build_dumps(&dumps, &symbolize, &options);
+                let mut text = String::new();
+                if options.interval {
+                    text.push_str(report::interval_legend());
+                }
+                text.push_str(&report::format_text(&r, &options));
+                emit(&text)?;
+                // The process ends here: freeing every stack and name one by one would cost
+                // more than printing the report (the OS takes the memory back at once).
+                std::mem::forget(dumps);
+                return Ok(());
+            }
+            let profiles = jeprof_compat::load_all(&args.dumps, &symbolize)?;
             if let Some(svg) = &args.output.flamegraph {
                 let lines = report::collapsed(&profiles, &options);
                 let title = match args.dumps.as_slice() {
@@ -320,18 +337,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 report::flamegraph(&lines, &options, &title, &mut out)?;
                 out.flush()
                     .with_context(|| format!("{}: write failed", svg.display()))?;
-            } else if args.output.collapsed {
+            } else {
                 emit(&report::format_collapsed(&report::collapsed(
                     &profiles, &options,
                 )))?;
-            } else {
-                let r = report::build(&profiles, &options);
-                let mut text = String::new();
-                if options.interval {
-                    text.push_str(report::interval_legend());
-                }
-                text.push_str(&report::format_text(&r, &options));
-                emit(&text)?;
             }
         }
         Command::Merge(args) => {

@@ -20,12 +20,16 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
 
-use jeprof_dumpfmt::{Counts, Estimate};
+use jeprof_dumpfmt::model::symbol_key;
+use jeprof_dumpfmt::{Counts, Estimate, Profile};
 use regex::Regex;
 
 use crate::hash::FastMap;
 use crate::names::{self, SkipRules};
-use crate::symbolize::{Frame, ResolvedProfile};
+use crate::symbolize::{resolve, Frame, ResolvedProfile, SymbolizeOptions};
+
+/// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`.
+const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
 
 /// Which of a stack's four figures a report shows (jeprof's `--inuse_space` etc.).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -144,9 +148,11 @@ fn focus_matches(frames: &[std::sync::Arc<Frame>], focus: &Regex) -> bool {
 struct Translator {
     names: Vec<String>,
     ids: FastMap<String, u32>,
-    frames: FastMap<*const Frame, Vec<u32>>,
-    /// Whether each distinct frame is an allocator frame jeprof removes (a string test, so cached).
-    uninteresting: FastMap<*const Frame, bool>,
+    /// Each distinct frame's dense index into `infos` (one hash lookup per frame of a stack).
+    slots: FastMap<*const Frame, u32>,
+    /// Per distinct frame: whether it is an allocator frame jeprof removes (a string test, so
+    /// cached), and its translated function ids.
+    infos: Vec<(bool, Box<[u32]>)>,
 }
 
 impl Translator {
@@ -160,60 +166,61 @@ impl Translator {
         id
     }
 
-    /// [`interesting_frames`], with the per-frame test computed once per distinct frame.
-    fn interesting<'a>(
-        &mut self,
-        frames: &'a [std::sync::Arc<Frame>],
-        skip: SkipRules,
-    ) -> &'a [std::sync::Arc<Frame>] {
-        let cut = frames.iter().rposition(|f| {
-            *self
-                .uninteresting
-                .entry(std::sync::Arc::as_ptr(f))
-                .or_insert_with(|| f.symbolized && names::is_uninteresting(f.function(), skip))
-        });
-        match cut {
-            Some(i) => &frames[i + 1..],
-            None => frames,
+    /// The dense index of a frame, translating it on first sight.
+    fn slot(&mut self, f: &std::sync::Arc<Frame>, skip: SkipRules) -> u32 {
+        let key = std::sync::Arc::as_ptr(f);
+        if let Some(&slot) = self.slots.get(&key) {
+            return slot;
         }
+        let slot = self.push_info(&f.names, f.symbolized, f.key, skip);
+        self.slots.insert(key, slot);
+        slot
+    }
+
+    /// Adds the info of a frame with these names (innermost first) at lookup key `key`: whether it
+    /// is an allocator frame, and its translated functions; returns its index in `infos`.
+    fn push_info<S: AsRef<str>>(
+        &mut self,
+        names: &[S],
+        symbolized: bool,
+        key: u64,
+        skip: SkipRules,
+    ) -> u32 {
+        let function = names.last().map_or("", AsRef::as_ref);
+        let uninteresting = symbolized && names::is_uninteresting(function, skip);
+        let ids = self.translate(names, key);
+        self.infos.push((uninteresting, ids));
+        (self.infos.len() - 1) as u32
     }
 
     /// The functions at a frame, innermost first, all but the outermost suffixed ` (inline)`; none
     /// for an address above `0x7fffffffffffffff`, which jeprof drops.
-    fn frame(&mut self, f: &std::sync::Arc<Frame>) -> &[u32] {
-        let key = std::sync::Arc::as_ptr(f);
-        if !self.frames.contains_key(&key) {
-            let mut ids = Vec::with_capacity(f.names.len());
-            if f.key <= 0x7fff_ffff_ffff_ffff {
-                let last = f.names.len().saturating_sub(1);
-                for (j, n) in f.names.iter().enumerate() {
-                    if n.is_empty() {
-                        continue;
-                    }
-                    let name = if j < last {
-                        format!("{n} (inline)")
-                    } else {
-                        n.clone()
-                    };
-                    ids.push(self.intern(name));
+    fn translate<S: AsRef<str>>(&mut self, names: &[S], key: u64) -> Box<[u32]> {
+        let mut ids = Vec::with_capacity(names.len());
+        if key <= LAST_USER_ADDRESS {
+            let last = names.len().saturating_sub(1);
+            for (j, n) in names.iter().map(AsRef::as_ref).enumerate() {
+                if n.is_empty() {
+                    continue;
                 }
+                let name = if j < last {
+                    format!("{n} (inline)")
+                } else {
+                    n.to_string()
+                };
+                ids.push(self.intern(name));
             }
-            self.frames.insert(key, ids);
         }
-        &self.frames[&key]
+        ids.into_boxed_slice()
     }
 }
 
-/// The function ids of a stack after `TranslateStack` and `ReduceProfile` (each once), innermost
-/// first.
-fn reduced_functions(
-    translator: &mut Translator,
-    frames: &[std::sync::Arc<Frame>],
-    out: &mut Vec<u32>,
-) {
+/// The function ids of a stack (given as frame slots, already past [`interesting_frames`]) after
+/// `TranslateStack` and `ReduceProfile` (each once), innermost first.
+fn reduced_functions(translator: &Translator, slots: &[u32], out: &mut Vec<u32>) {
     out.clear();
-    for f in frames {
-        for &id in translator.frame(f) {
+    for &s in slots {
+        for &id in translator.infos[s as usize].1.iter() {
             if !out.contains(&id) {
                 out.push(id);
             }
@@ -221,55 +228,202 @@ fn reduced_functions(
     }
 }
 
-/// Computes the text report of `profiles` added together.
-pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
-    let mut report = Report::default();
-    let mut translator = Translator::default();
-    let mut table: Vec<FunctionFigures> = Vec::new();
-    let mut functions: Vec<u32> = Vec::with_capacity(64);
-    for profile in profiles {
-        for stack in &profile.stacks {
-            let (value, variance) = options.measure.pick(&stack.counts);
-            report.total += value;
-            report.total_variance += variance;
-            let frames = translator.interesting(&stack.frames, options.skip);
-            if let Some(focus) = &options.focus {
-                if !focus_matches(frames, focus) {
-                    continue;
-                }
-            }
-            reduced_functions(&mut translator, frames, &mut functions);
-            if table.len() < translator.names.len() {
-                table.resize(translator.names.len(), FunctionFigures::default());
-            }
-            for (i, &id) in functions.iter().enumerate() {
-                let row = &mut table[id as usize];
-                if i == 0 {
-                    row.flat += value;
-                    row.flat_variance += variance;
-                    report.shown_total += value;
-                }
-                row.cum += value;
-                row.cum_variance += variance;
+/// The running state of a text report: figures per interned function.
+#[derive(Default)]
+struct Builder {
+    report: Report,
+    translator: Translator,
+    table: Vec<FunctionFigures>,
+    functions: Vec<u32>,
+    slots: Vec<u32>,
+}
+
+impl Builder {
+    /// Adds one stack whose frames are in `self.slots` (indexes into the translator's `infos`).
+    /// `frames` (the same frames) is only read for `--focus`.
+    fn add(
+        &mut self,
+        value: f64,
+        variance: f64,
+        focus: Option<(&Regex, &[std::sync::Arc<Frame>])>,
+    ) {
+        self.report.total += value;
+        self.report.total_variance += variance;
+        let infos = &self.translator.infos;
+        // jeprof throws away everything up to and including the *last* allocator frame seen
+        // from the leaf ([`interesting_frames`]).
+        let cut = self
+            .slots
+            .iter()
+            .rposition(|&s| infos[s as usize].0)
+            .map_or(0, |i| i + 1);
+        if let Some((focus, frames)) = focus {
+            if !focus_matches(&frames[cut..], focus) {
+                return;
             }
         }
+        reduced_functions(&self.translator, &self.slots[cut..], &mut self.functions);
+        if self.table.len() < self.translator.names.len() {
+            self.table
+                .resize(self.translator.names.len(), FunctionFigures::default());
+        }
+        for (i, &id) in self.functions.iter().enumerate() {
+            let row = &mut self.table[id as usize];
+            if i == 0 {
+                row.flat += value;
+                row.flat_variance += variance;
+                self.report.shown_total += value;
+            }
+            row.cum += value;
+            row.cum_variance += variance;
+        }
     }
-    let mut rows: Vec<FunctionFigures> = table
-        .into_iter()
-        .zip(translator.names)
-        .map(|(mut f, name)| {
-            f.name = name;
-            f
-        })
-        .collect();
-    rows.sort_by(|a, b| {
-        b.flat
-            .partial_cmp(&a.flat)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    report.rows = rows;
-    report
+
+    fn add_profile(&mut self, profile: &ResolvedProfile, options: &ReportOptions) {
+        for stack in &profile.stacks {
+            let (value, variance) = options.measure.pick(&stack.counts);
+            self.slots.clear();
+            for f in &stack.frames {
+                let slot = self.translator.slot(f, options.skip);
+                self.slots.push(slot);
+            }
+            let focus = options
+                .focus
+                .as_ref()
+                .map(|re| (re, stack.frames.as_slice()));
+            self.add(value, variance, focus);
+        }
+    }
+
+    fn finish(self) -> Report {
+        let mut report = self.report;
+        let mut rows: Vec<FunctionFigures> = self
+            .table
+            .into_iter()
+            .zip(self.translator.names)
+            .map(|(mut f, name)| {
+                f.name = name;
+                f
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.flat
+                .partial_cmp(&a.flat)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        report.rows = rows;
+        report
+    }
+}
+
+/// Computes the text report of `profiles` added together.
+pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
+    let mut builder = Builder::default();
+    for profile in profiles {
+        builder.add_profile(profile, options);
+    }
+    builder.finish()
+}
+
+/// [`build`] straight from parsed dumps (with where each came from, for messages): the same report
+/// as `build(&[resolve(..), ..])`, but a dump with a symbol section (without `--focus`) goes from
+/// addresses to translated functions without building [`Frame`]s, the way
+/// [`crate::merge::Accumulator::add_dump`] does: each distinct address is looked up once per dump,
+/// walking the symbol section in its own order, and each distinct entry of raw names is demangled,
+/// cleaned, translated and tested against the skip list once per report. Other dumps are resolved.
+pub fn build_dumps(
+    dumps: &[(Profile, String)],
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+) -> Report {
+    let mut builder = Builder::default();
+    // A raw entry (as written in the dump) to its index in the translator's `infos`.
+    let mut by_raw: FastMap<&[String], u32> = FastMap::default();
+    let mut local_of: FastMap<u64, u32> = FastMap::default();
+    let mut keys: Vec<u64> = Vec::new();
+    let mut flat: Vec<u32> = Vec::new();
+    for (profile, source) in dumps {
+        let symbols = match &profile.symbols {
+            Some(symbols) if options.focus.is_none() => symbols,
+            _ => {
+                let resolved = resolve(profile.clone(), source, symbolize);
+                builder.add_profile(&resolved, options);
+                // Its frames are freed here: their addresses may come back for other frames.
+                builder.translator.slots.clear();
+                continue;
+            }
+        };
+        // Pass 1: a dense local index per distinct lookup key, the stacks as local indexes.
+        local_of.clear();
+        keys.clear();
+        flat.clear();
+        for stack in &profile.stacks {
+            for (i, &address) in stack.frames.iter().enumerate() {
+                let k = symbol_key(i, address);
+                let next = keys.len() as u32;
+                let local = *local_of.entry(k).or_insert_with(|| {
+                    keys.push(k);
+                    next
+                });
+                flat.push(local);
+            }
+        }
+        // Pass 2: an info per local index, walking the symbol section in its own order.
+        const UNRESOLVED: u32 = u32::MAX;
+        let mut info_of = vec![UNRESOLVED; keys.len()];
+        let mut missing = keys.len();
+        for (&k, raw) in &symbols.names {
+            if missing == 0 {
+                break;
+            }
+            if raw.is_empty() {
+                continue;
+            }
+            let Some(&local) = local_of.get(&k) else {
+                continue;
+            };
+            let translator = &mut builder.translator;
+            let clean = |raw: &[String]| -> Vec<String> {
+                raw.iter()
+                    .map(|s| names::clean(&names::demangle(s), symbolize.style))
+                    .collect()
+            };
+            info_of[local as usize] = if k > LAST_USER_ADDRESS {
+                // Dropped by `TranslateStack` (no functions interned), still an allocator frame
+                // or not; rare, so not cached.
+                translator.push_info(&clean(raw), true, k, options.skip)
+            } else {
+                *by_raw
+                    .entry(raw.as_slice())
+                    .or_insert_with(|| translator.push_info(&clean(raw), true, k, options.skip))
+            };
+            missing -= 1;
+        }
+        if missing > 0 {
+            for (slot, &k) in info_of.iter_mut().zip(&keys) {
+                if *slot == UNRESOLVED {
+                    let name = format!("0x{k:016x}");
+                    *slot = builder
+                        .translator
+                        .push_info(&[name], false, k, options.skip);
+                }
+            }
+        }
+        // Pass 3: the stacks, in the dump's order.
+        let mut start = 0;
+        for stack in &profile.stacks {
+            let end = start + stack.frames.len();
+            let (value, variance) = options.measure.pick(&stack.counts);
+            builder.slots.clear();
+            builder
+                .slots
+                .extend(flat[start..end].iter().map(|&l| info_of[l as usize]));
+            builder.add(value, variance, None);
+            start = end;
+        }
+    }
+    builder.finish()
 }
 
 /// Perl's `sprintf("%d", $x)` for a double: truncation toward zero, with Perl's conversions past the
@@ -469,6 +623,56 @@ mod tests {
         assert_eq!(perl_int(-0.9), "0");
         assert_eq!(perl_int(6.665), "6");
         assert_eq!(perl_int(1.8446744073709552e19), "-1");
+    }
+
+    #[test]
+    fn build_dumps_equals_build_of_resolved_profiles() {
+        // Inlined names, allocator frames, a recursive function, an address the symbol section
+        // does not name, one it names with nothing, a kernel address, and names shared by two
+        // addresses; two dumps whose symbol sections disagree.
+        let a = "--- symbol\nbinary=prog\n0x1000 outer--inner\n0x100f malloc\n\
+                 0x2000 _ZN4core3fmt5write17h0123456789abcdefE\n0x2fff main\n0x3fff main\n\
+                 0x4fff rec\n0x5fff --\n0xffffffffff000000 kfn\n---\n--- heap\n\
+                 heap_v2/524288\n  t*: 3: 900000 [0: 0]\n\
+                 @ 0x1000 0x3000 0x4000 0x5000 0x4000 0x6000\n  t*: 1: 262144 [0: 0]\n\
+                 @ 0x100f 0x2001 0x3000\n  t*: 1: 300000 [0: 0]\n\
+                 @ 0xffffffffff000000 0x1001 0x4000 0x7000\n  t*: 1: 400000 [0: 0]\n";
+        let b = "--- symbol\nbinary=prog\n0x1000 other\n0x2fff main\n---\n--- heap\n\
+                 heap_v2/524288\n  t*: 2: 500000 [0: 0]\n\
+                 @ 0x1000 0x3000\n  t*: 1: 262144 [0: 0]\n@ 0x1000 0x9000\n  t*: 1: 10000 [0: 0]\n";
+        let symbolize = SymbolizeOptions::default();
+        let dumps: Vec<(Profile, String)> = [a, b]
+            .iter()
+            .map(|d| {
+                (
+                    jeprof_dumpfmt::read::parse(d.as_bytes()).unwrap(),
+                    "d".to_string(),
+                )
+            })
+            .collect();
+        let resolved: Vec<ResolvedProfile> = dumps
+            .iter()
+            .map(|(p, s)| resolve(p.clone(), s, &symbolize))
+            .collect();
+        let main = Regex::new("main").unwrap();
+        for keep in [false, true] {
+            for focus in [None, Some(main.clone())] {
+                let options = ReportOptions {
+                    show_bytes: true,
+                    skip: SkipRules {
+                        rust_allocator_frames: !keep,
+                    },
+                    focus,
+                    ..Default::default()
+                };
+                let fast = build_dumps(&dumps, &symbolize, &options);
+                let slow = build(&resolved, &options);
+                assert_eq!(fast.total, slow.total);
+                assert_eq!(fast.shown_total, slow.shown_total);
+                assert_eq!(fast.rows, slow.rows);
+                assert!(!fast.rows.is_empty());
+            }
+        }
     }
 
     #[test]

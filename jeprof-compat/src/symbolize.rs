@@ -114,10 +114,18 @@ pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> Re
         .as_deref()
         .map(maps::parse_maps)
         .unwrap_or_default();
+    if let Some(symbols) = profile.symbols.as_ref() {
+        let stacks = resolve_symbolized(&profile, &symbols.names, &mappings, options.style);
+        return ResolvedProfile {
+            source: source.to_string(),
+            sample_period: profile.sample_period,
+            stacks,
+            mappings,
+        };
+    }
     let mut resolver = Resolver {
         options,
         mappings: &mappings,
-        symbols: profile.symbols.as_ref().map(|s| &s.names),
         objects: HashMap::new(),
         cache: FastMap::default(),
     };
@@ -143,10 +151,112 @@ pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> Re
     }
 }
 
+/// [`resolve`] for a dump with a symbol section, the way `merge::Accumulator::add_dump` walks one:
+/// every distinct lookup key gets a dense local index (the stacks' frame lists are walked once),
+/// the symbol section is walked in its own order (sequential memory, where lookups in stack order
+/// miss the cache on every entry), each distinct entry of raw names is demangled and cleaned once
+/// per dump, and each distinct key gets one shared [`Frame`], exactly as the per-key cache of
+/// [`Resolver::frame`] would build it.
+fn resolve_symbolized(
+    profile: &Profile,
+    table: &std::collections::BTreeMap<u64, Vec<String>>,
+    mappings: &[Mapping],
+    style: NameStyle,
+) -> Vec<ResolvedStack> {
+    let mut local_of: FastMap<u64, u32> = FastMap::default();
+    local_of.reserve(table.len());
+    let mut keys: Vec<u64> = Vec::with_capacity(table.len());
+    let mut flat: Vec<u32> = Vec::with_capacity(16 * profile.stacks.len());
+    for stack in &profile.stacks {
+        for (i, &address) in stack.frames.iter().enumerate() {
+            let k = symbol_key(i, address);
+            let next = keys.len() as u32;
+            let local = *local_of.entry(k).or_insert_with(|| {
+                keys.push(k);
+                next
+            });
+            flat.push(local);
+        }
+    }
+    // Module paths shared per mapping, names per distinct raw entry.
+    let mut paths: FastMap<&str, Arc<str>> = FastMap::default();
+    let mut module_of = |key: u64| {
+        maps::find(mappings, key).filter(|m| m.is_file()).map(|m| {
+            let path = paths
+                .entry(m.path.as_str())
+                .or_insert_with(|| Arc::from(m.path.as_str()))
+                .clone();
+            (path, m.file_offset(key))
+        })
+    };
+    let mut named: FastMap<&[String], (Vec<String>, Vec<String>)> = FastMap::default();
+    let mut frames: Vec<Option<Arc<Frame>>> = vec![None; keys.len()];
+    let mut missing = keys.len();
+    for (&key, raw) in table {
+        if missing == 0 {
+            break;
+        }
+        if raw.is_empty() {
+            continue;
+        }
+        let Some(&local) = local_of.get(&key) else {
+            continue;
+        };
+        let (full_names, names) = named
+            .entry(raw.as_slice())
+            .or_insert_with(|| {
+                let full: Vec<String> = raw.iter().map(|s| names::demangle(s)).collect();
+                let short = full.iter().map(|s| names::clean(s, style)).collect();
+                (full, short)
+            })
+            .clone();
+        frames[local as usize] = Some(Arc::new(Frame {
+            key,
+            names,
+            full_names,
+            symbolized: true,
+            module: module_of(key),
+        }));
+        missing -= 1;
+    }
+    let frames: Vec<Arc<Frame>> = frames
+        .into_iter()
+        .zip(&keys)
+        .map(|(f, &key)| {
+            f.unwrap_or_else(|| {
+                let full_names = vec![format!("0x{key:016x}")];
+                Arc::new(Frame {
+                    key,
+                    names: full_names.clone(),
+                    full_names,
+                    symbolized: false,
+                    module: module_of(key),
+                })
+            })
+        })
+        .collect();
+    let mut start = 0;
+    profile
+        .stacks
+        .iter()
+        .map(|s| {
+            let end = start + s.frames.len();
+            let stack = ResolvedStack {
+                frames: flat[start..end]
+                    .iter()
+                    .map(|&l| frames[l as usize].clone())
+                    .collect(),
+                counts: s.counts,
+            };
+            start = end;
+            stack
+        })
+        .collect()
+}
+
 struct Resolver<'a> {
     options: &'a SymbolizeOptions,
     mappings: &'a [Mapping],
-    symbols: Option<&'a std::collections::BTreeMap<u64, Vec<String>>>,
     /// Loaded object files by path (`None`: could not be read).
     objects: HashMap<PathBuf, Option<ObjectFile>>,
     cache: FastMap<u64, Arc<Frame>>,
@@ -161,13 +271,8 @@ impl Resolver<'_> {
         let module = mapping
             .filter(|m| m.is_file())
             .map(|m| (Arc::<str>::from(m.path.as_str()), m.file_offset(key)));
-        let (full_names, symbolized) = match self.symbols {
-            Some(table) => match table.get(&key) {
-                Some(n) if !n.is_empty() => (n.iter().map(|s| names::demangle(s)).collect(), true),
-                _ => (vec![format!("0x{key:016x}")], false),
-            },
-            None => self.lookup_raw(key, mapping),
-        };
+        // Dumps with a symbol section go through `resolve_symbolized`; this resolver reads binaries.
+        let (full_names, symbolized) = self.lookup_raw(key, mapping);
         let names = if symbolized {
             full_names
                 .iter()
