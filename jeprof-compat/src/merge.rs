@@ -30,14 +30,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use jeprof_dumpfmt::model::symbol_key;
 use jeprof_dumpfmt::{Counts, Profile, Stack, SymbolTable};
 
 use crate::hash::FastMap;
 use crate::maps;
 use crate::names::{self, NameStyle};
 use crate::symbolize::{
-    resolve, unsymbolized_identity, Frame, ResolvedProfile, ResolvedStack, SymbolizeOptions,
+    resolve, unsymbolized_identity, Frame, KeyIndex, ResolvedProfile, ResolvedStack,
+    SymbolizeOptions,
 };
 
 /// Synthetic address of the first frame identity in a merged dump; identities are 16 apart.
@@ -177,47 +177,18 @@ impl Accumulator {
         self.note_period(profile.sample_period);
         self.dumps += 1;
         // Pass 1: every distinct lookup key gets a dense local index, and every stack's frames
-        // become local indexes, in one flat list (so the stacks' own frame lists are walked once).
-        let mut local_of: FastMap<u64, u32> = FastMap::default();
-        local_of.reserve(symbols.names.len());
-        let mut keys: Vec<u64> = Vec::with_capacity(symbols.names.len());
-        let mut flat: Vec<u32> = Vec::with_capacity(16 * profile.stacks.len());
-        let mut lens: Vec<usize> = Vec::with_capacity(profile.stacks.len());
-        for stack in &profile.stacks {
-            let before = flat.len();
-            for (i, &address) in stack.frames.iter().enumerate() {
-                let k = symbol_key(i, address);
-                // Kernel addresses: jeprof drops them from every report, and their synthetic
-                // replacements would not be dropped.
-                if k > LAST_USER_ADDRESS {
-                    continue;
-                }
-                let next = keys.len() as u32;
-                let local = *local_of.entry(k).or_insert_with(|| {
-                    keys.push(k);
-                    next
-                });
-                flat.push(local);
-            }
-            lens.push(flat.len() - before);
-        }
-        // Pass 2: a frame id per local index, walking the symbol section in its own order
-        // (sequential memory, where lookups in stack order would miss the cache on every entry's
-        // names), then the keys it does not name.
+        // become local indexes, in one flat list. Kernel addresses are left out: jeprof drops them
+        // from every report, and their synthetic replacements would not be dropped.
+        let mut index = KeyIndex::default();
+        index.rebuild(&profile, |k| k <= LAST_USER_ADDRESS);
+        // Pass 2: a frame id per local index, walking the symbol section in its own order, then
+        // the keys it does not name.
         const UNRESOLVED: u32 = u32::MAX;
-        let mut frame_of = vec![UNRESOLVED; keys.len()];
-        let mut missing = keys.len();
-        for (k, raw) in &symbols.names {
-            if missing == 0 {
-                break;
-            }
-            if raw.is_empty() {
-                continue;
-            }
-            if let Some(&local) = local_of.get(k) {
-                frame_of[local as usize] = self.symbol_frame(raw, options.style);
-                missing -= 1;
-            }
+        let mut frame_of = vec![UNRESOLVED; index.keys.len()];
+        let mut missing = index.keys.len();
+        for (local, _, raw) in index.named(&symbols.names) {
+            frame_of[local as usize] = self.symbol_frame(raw, options.style);
+            missing -= 1;
         }
         if missing > 0 {
             // Through the memory map, as `resolve` does.
@@ -226,7 +197,7 @@ impl Accumulator {
                 .as_deref()
                 .map(maps::parse_maps)
                 .unwrap_or_default();
-            for (slot, &k) in frame_of.iter_mut().zip(&keys) {
+            for (slot, &k) in frame_of.iter_mut().zip(&index.keys) {
                 if *slot == UNRESOLVED {
                     let module = maps::find(&mappings, k)
                         .filter(|m| m.is_file())
@@ -236,13 +207,11 @@ impl Accumulator {
             }
         }
         // Pass 3: the stacks as frame ids, added up.
-        for local in &mut flat {
+        for local in &mut index.flat {
             *local = frame_of[*local as usize];
         }
-        let mut start = 0;
-        for (stack, &len) in profile.stacks.iter().zip(&lens) {
-            self.add_stack(&flat[start..start + len], &stack.counts);
-            start += len;
+        for (stack, ids) in profile.stacks.iter().zip(index.stacks()) {
+            self.add_stack(ids, &stack.counts);
         }
     }
 

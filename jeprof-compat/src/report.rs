@@ -20,13 +20,12 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
 
-use jeprof_dumpfmt::model::symbol_key;
 use jeprof_dumpfmt::{Counts, Estimate, Profile};
 use regex::Regex;
 
 use crate::hash::FastMap;
 use crate::names::{self, SkipRules};
-use crate::symbolize::{resolve, Frame, ResolvedProfile, SymbolizeOptions};
+use crate::symbolize::{resolve, Frame, KeyIndex, ResolvedProfile, SymbolizeOptions};
 
 /// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`.
 const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
@@ -340,9 +339,7 @@ pub fn build_dumps(
     let mut builder = Builder::default();
     // A raw entry (as written in the dump) to its index in the translator's `infos`.
     let mut by_raw: FastMap<&[String], u32> = FastMap::default();
-    let mut local_of: FastMap<u64, u32> = FastMap::default();
-    let mut keys: Vec<u64> = Vec::new();
-    let mut flat: Vec<u32> = Vec::new();
+    let mut index = KeyIndex::default();
     for (profile, source) in dumps {
         let symbols = match &profile.symbols {
             Some(symbols) if options.focus.is_none() => symbols,
@@ -355,34 +352,11 @@ pub fn build_dumps(
             }
         };
         // Pass 1: a dense local index per distinct lookup key, the stacks as local indexes.
-        local_of.clear();
-        keys.clear();
-        flat.clear();
-        for stack in &profile.stacks {
-            for (i, &address) in stack.frames.iter().enumerate() {
-                let k = symbol_key(i, address);
-                let next = keys.len() as u32;
-                let local = *local_of.entry(k).or_insert_with(|| {
-                    keys.push(k);
-                    next
-                });
-                flat.push(local);
-            }
-        }
+        index.rebuild(profile, |_| true);
         // Pass 2: an info per local index, walking the symbol section in its own order.
         const UNRESOLVED: u32 = u32::MAX;
-        let mut info_of = vec![UNRESOLVED; keys.len()];
-        let mut missing = keys.len();
-        for (&k, raw) in &symbols.names {
-            if missing == 0 {
-                break;
-            }
-            if raw.is_empty() {
-                continue;
-            }
-            let Some(&local) = local_of.get(&k) else {
-                continue;
-            };
+        let mut info_of = vec![UNRESOLVED; index.keys.len()];
+        for (local, k, raw) in index.named(&symbols.names) {
             let translator = &mut builder.translator;
             let clean = |raw: &[String]| -> Vec<String> {
                 raw.iter()
@@ -395,32 +369,26 @@ pub fn build_dumps(
                 translator.push_info(&clean(raw), true, k, options.skip)
             } else {
                 *by_raw
-                    .entry(raw.as_slice())
+                    .entry(raw)
                     .or_insert_with(|| translator.push_info(&clean(raw), true, k, options.skip))
             };
-            missing -= 1;
         }
-        if missing > 0 {
-            for (slot, &k) in info_of.iter_mut().zip(&keys) {
-                if *slot == UNRESOLVED {
-                    let name = format!("0x{k:016x}");
-                    *slot = builder
-                        .translator
-                        .push_info(&[name], false, k, options.skip);
-                }
+        for (slot, &k) in info_of.iter_mut().zip(&index.keys) {
+            if *slot == UNRESOLVED {
+                let name = format!("0x{k:016x}");
+                *slot = builder
+                    .translator
+                    .push_info(&[name], false, k, options.skip);
             }
         }
         // Pass 3: the stacks, in the dump's order.
-        let mut start = 0;
-        for stack in &profile.stacks {
-            let end = start + stack.frames.len();
+        for (stack, locals) in profile.stacks.iter().zip(index.stacks()) {
             let (value, variance) = options.measure.pick(&stack.counts);
             builder.slots.clear();
             builder
                 .slots
-                .extend(flat[start..end].iter().map(|&l| info_of[l as usize]));
+                .extend(locals.iter().map(|&l| info_of[l as usize]));
             builder.add(value, variance, None);
-            start = end;
         }
     }
     builder.finish()

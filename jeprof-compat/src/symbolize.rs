@@ -151,6 +151,77 @@ pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> Re
     }
 }
 
+/// A dump's jeprof lookup keys ([`symbol_key`]) as dense local indexes: the first pass of every
+/// symbolized fast path (report, resolve, merge). Walking the stacks' frame lists once gives each
+/// distinct key an index in first-seen order (`keys[i]` is index i's key) and turns the frames into
+/// indexes in one flat list (stack j takes the next `lens[j]` entries); [`KeyIndex::named`] then walks
+/// the symbol section in its own order (sequential memory, where lookups in stack order would miss
+/// the cache on every entry).
+#[derive(Debug, Default)]
+pub(crate) struct KeyIndex {
+    pub(crate) local_of: FastMap<u64, u32>,
+    pub(crate) keys: Vec<u64>,
+    pub(crate) flat: Vec<u32>,
+    pub(crate) lens: Vec<usize>,
+}
+
+impl KeyIndex {
+    /// Rebuilds the index for `profile`, leaving out the keys for which `keep` is false.
+    pub(crate) fn rebuild(&mut self, profile: &Profile, keep: impl Fn(u64) -> bool) {
+        self.local_of.clear();
+        self.keys.clear();
+        self.flat.clear();
+        self.lens.clear();
+        if let Some(symbols) = &profile.symbols {
+            self.local_of.reserve(symbols.names.len());
+        }
+        for stack in &profile.stacks {
+            let before = self.flat.len();
+            for (i, &address) in stack.frames.iter().enumerate() {
+                let k = symbol_key(i, address);
+                if !keep(k) {
+                    continue;
+                }
+                let next = self.keys.len() as u32;
+                let keys = &mut self.keys;
+                let local = *self.local_of.entry(k).or_insert_with(|| {
+                    keys.push(k);
+                    next
+                });
+                self.flat.push(local);
+            }
+            self.lens.push(self.flat.len() - before);
+        }
+    }
+
+    /// The symbol-section entries with names for keys of this index, in the section's order, as
+    /// `(local index, key, raw names)`; stops once every key has been found.
+    pub(crate) fn named<'s, 't: 's>(
+        &'s self,
+        table: &'t std::collections::BTreeMap<u64, Vec<String>>,
+    ) -> impl Iterator<Item = (u32, u64, &'t [String])> + 's {
+        table
+            .iter()
+            .filter(|(_, raw)| !raw.is_empty())
+            .filter_map(move |(&k, raw)| {
+                let &local = self.local_of.get(&k)?;
+                Some((local, k, raw.as_slice()))
+            })
+            // Each key is in the section once: stop once every key has been found.
+            .take(self.keys.len())
+    }
+
+    /// The stacks of the indexed profile as slices of the flat list, in order.
+    pub(crate) fn stacks(&self) -> impl Iterator<Item = &[u32]> + '_ {
+        let mut start = 0;
+        self.lens.iter().map(move |&len| {
+            let stack = &self.flat[start..start + len];
+            start += len;
+            stack
+        })
+    }
+}
+
 /// [`resolve`] for a dump with a symbol section, the way `merge::Accumulator::add_dump` walks one:
 /// every distinct lookup key gets a dense local index (the stacks' frame lists are walked once),
 /// the symbol section is walked in its own order (sequential memory, where lookups in stack order
@@ -163,21 +234,9 @@ fn resolve_symbolized(
     mappings: &[Mapping],
     style: NameStyle,
 ) -> Vec<ResolvedStack> {
-    let mut local_of: FastMap<u64, u32> = FastMap::default();
-    local_of.reserve(table.len());
-    let mut keys: Vec<u64> = Vec::with_capacity(table.len());
-    let mut flat: Vec<u32> = Vec::with_capacity(16 * profile.stacks.len());
-    for stack in &profile.stacks {
-        for (i, &address) in stack.frames.iter().enumerate() {
-            let k = symbol_key(i, address);
-            let next = keys.len() as u32;
-            let local = *local_of.entry(k).or_insert_with(|| {
-                keys.push(k);
-                next
-            });
-            flat.push(local);
-        }
-    }
+    let mut index = KeyIndex::default();
+    index.rebuild(profile, |_| true);
+    let keys = &index.keys;
     // Module paths shared per mapping, names per distinct raw entry.
     let mut paths: FastMap<&str, Arc<str>> = FastMap::default();
     let mut module_of = |key: u64| {
@@ -191,19 +250,9 @@ fn resolve_symbolized(
     };
     let mut named: FastMap<&[String], (Vec<String>, Vec<String>)> = FastMap::default();
     let mut frames: Vec<Option<Arc<Frame>>> = vec![None; keys.len()];
-    let mut missing = keys.len();
-    for (&key, raw) in table {
-        if missing == 0 {
-            break;
-        }
-        if raw.is_empty() {
-            continue;
-        }
-        let Some(&local) = local_of.get(&key) else {
-            continue;
-        };
+    for (local, key, raw) in index.named(table) {
         let (full_names, names) = named
-            .entry(raw.as_slice())
+            .entry(raw)
             .or_insert_with(|| {
                 let full: Vec<String> = raw.iter().map(|s| names::demangle(s)).collect();
                 let short = full.iter().map(|s| names::clean(s, style)).collect();
@@ -217,11 +266,10 @@ fn resolve_symbolized(
             symbolized: true,
             module: module_of(key),
         }));
-        missing -= 1;
     }
     let frames: Vec<Arc<Frame>> = frames
         .into_iter()
-        .zip(&keys)
+        .zip(keys)
         .map(|(f, &key)| {
             f.unwrap_or_else(|| {
                 let full_names = vec![format!("0x{key:016x}")];
@@ -235,21 +283,13 @@ fn resolve_symbolized(
             })
         })
         .collect();
-    let mut start = 0;
     profile
         .stacks
         .iter()
-        .map(|s| {
-            let end = start + s.frames.len();
-            let stack = ResolvedStack {
-                frames: flat[start..end]
-                    .iter()
-                    .map(|&l| frames[l as usize].clone())
-                    .collect(),
-                counts: s.counts,
-            };
-            start = end;
-            stack
+        .zip(index.stacks())
+        .map(|(s, locals)| ResolvedStack {
+            frames: locals.iter().map(|&l| frames[l as usize].clone()).collect(),
+            counts: s.counts,
         })
         .collect()
 }
