@@ -207,10 +207,10 @@ fn rust_skip_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(concat!(
-            r"^(__rust_(alloc|alloc_zeroed|realloc|dealloc)|__rdl_\w+|__rg_\w+|_rjem_\w+",
+            r"^(__rust_(alloc|alloc_zeroed|realloc|dealloc)|__rustc::\w+|__rdl_\w+|__rg_\w+|_rjem_\w+",
             r"|alloc::alloc::.*|std::alloc::.*|jeprof_shim::.*|tikv_jemallocator::.*",
             r"|<.* as core::alloc::global::GlobalAlloc>::\w+",
-            r"|<.* as core::alloc::Allocator>::\w+)$"
+            r"|<.* as core::alloc::Allocator>::\w+|<alloc::alloc::Global>::\w+)$"
         ))
         .expect("static regex")
     })

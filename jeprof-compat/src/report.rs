@@ -185,6 +185,15 @@ impl Translator {
         key: u64,
         skip: SkipRules,
     ) -> u32 {
+        let mut names = names;
+        if symbolized && skip.rust_allocator_frames {
+            // Rust inlines its allocation shims (and a profiler's `GlobalAlloc`) into the caller,
+            // so one address can carry allocator names innermost and the caller's outermost: it
+            // belongs to its innermost name that is not an allocator frame.
+            while names.len() > 1 && names::is_uninteresting(names[0].as_ref(), skip) {
+                names = &names[1..];
+            }
+        }
         let function = names.last().map_or("", AsRef::as_ref);
         let uninteresting = symbolized && names::is_uninteresting(function, skip);
         let ids = self.translate(names, key);
@@ -584,6 +593,40 @@ pub fn flamegraph(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inlined_rust_allocator_shims_give_the_address_to_its_first_real_function() {
+        // Innermost first: what a sampled `Vec` allocation's leaf address resolves to.
+        let names = [
+            "<jeprof_shim::Profiled<A> as core::alloc::global::GlobalAlloc>::alloc",
+            "__rustc::__rust_alloc",
+            "<alloc::alloc::Global>::alloc_impl",
+            "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
+            "my_app::fill",
+        ];
+        let functions = |skip: SkipRules| {
+            let mut t = Translator::default();
+            let info = t.push_info(&names, true, 0x1000, skip) as usize;
+            let (uninteresting, ids) = &t.infos[info];
+            assert!(!uninteresting);
+            ids.iter()
+                .map(|&id| t.names[id as usize].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            functions(SkipRules::default()),
+            [
+                "alloc::raw_vec::RawVecInner<A>::try_allocate_in (inline)",
+                "my_app::fill"
+            ]
+        );
+        // As jeprof does: every inlined name kept, the innermost one gets the flat figure.
+        let kept = functions(SkipRules {
+            rust_allocator_frames: false,
+        });
+        assert_eq!(kept.len(), 5);
+        assert!(kept[0].ends_with("GlobalAlloc>::alloc (inline)"));
+    }
 
     #[test]
     fn perl_int_truncates_and_wraps_like_perl() {
