@@ -10,7 +10,8 @@
 //!    plain jemalloc, the shim with sampling off, the shim at R = 512 KiB with each unwinder, and
 //!    jemalloc's own profiler (`prof:true,lg_prof_sample:19`). Each mode is a child process (the
 //!    global allocator and jemalloc's options are fixed at start-up); modes are interleaved over
-//!    5 rounds and the fastest and the median round are reported.
+//!    9 rounds, and each mode's CPU time is compared with plain jemalloc's two ways: fastest round
+//!    to fastest round, and the median of the per-round ratios.
 //! 2. The cost of one sampled allocation (capture + record, at 32 frames) per unwinder.
 //! 3. The time to dump 100,000 live samples, raw and symbolized.
 //!
@@ -114,7 +115,7 @@ fn drive() {
     let rounds: usize = std::env::var("CHURN_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+        .unwrap_or(9);
     let me = std::env::current_exe().unwrap();
     let plain = plain_binary();
     if plain.is_none() {
@@ -158,7 +159,7 @@ fn drive() {
     ];
     println!(
         "2-thread churn: sizes 16-4096 B, {} live objects/thread, 2 x {per_thread} allocations; \
-         median of {rounds} interleaved rounds",
+         {rounds} interleaved rounds; CPU time (user + system)",
         workload::LIVE_PER_THREAD
     );
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
@@ -183,41 +184,43 @@ fn drive() {
             }
         }
     }
-    // The fastest round is the least disturbed by other processes; the median is shown too.
-    let summary = |v: &[f64]| {
+    // Two summaries of the CPU-time ratio to plain jemalloc, both robust to other processes on a
+    // shared machine in different ways: the ratio of each mode's fastest round to jemalloc's
+    // fastest round, and the median over rounds of the ratio within a round (each mode runs right
+    // after jemalloc in every round, so a disturbance that lasts a round affects both alike).
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let median = |v: &[f64]| {
         let mut v = v.to_vec();
         v.sort_by(f64::total_cmp);
-        Some((*v.first()?, v[v.len() / 2]))
+        v.get(v.len() / 2).copied()
     };
-    let base = summary(&times[0]);
-    let cpu_base = summary(&cpu[0]);
     println!(
-        "{:<34} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8}  notes",
-        "mode", "min s", "ratio", "median s", "ratio", "min cpu s", "ratio"
+        "{:<34} {:>10} {:>10} {:>11} {:>13}  notes",
+        "mode", "min wall s", "min cpu s", "ratio (min)", "ratio (paired)"
     );
     for (i, Mode { name, .. }) in modes.iter().enumerate() {
-        let cpu_column = match (summary(&cpu[i]), cpu_base) {
-            (Some((c, _)), Some((b, _))) => format!("{c:>9.3} {:>7.3}x", c / b),
-            _ => format!("{:>9} {:>8}", "-", "-"),
-        };
-        let notes = format!("{cpu_column}  {}", notes[i]);
-        match (summary(&times[i]), base) {
-            (Some((min, med)), Some((bmin, bmed))) => println!(
-                "{name:<34} {min:>8.3} {:>7.3}x {med:>9.3} {:>8.3}x {notes}",
-                min / bmin,
-                med / bmed,
-            ),
-            (Some((min, med)), None) => {
-                println!(
-                    "{name:<34} {min:>8.3} {:>8} {med:>9.3} {:>9} {notes}",
-                    "-", "-"
-                )
-            }
-            _ => println!(
-                "{name:<34} {:>8} {:>8} {:>9} {:>9} {notes}",
-                "-", "-", "-", "-"
-            ),
+        if cpu[i].is_empty() {
+            println!(
+                "{name:<34} {:>10} {:>10} {:>11} {:>13}  {}",
+                "-", "-", "-", "-", notes[i]
+            );
+            continue;
         }
+        let (ratio_min, ratio_paired) = if cpu[0].is_empty() {
+            ("-".to_string(), "-".to_string())
+        } else {
+            let paired: Vec<f64> = cpu[i].iter().zip(&cpu[0]).map(|(c, b)| c / b).collect();
+            (
+                format!("{:.3}x", min(&cpu[i]) / min(&cpu[0])),
+                format!("{:.3}x", median(&paired).unwrap_or(f64::NAN)),
+            )
+        };
+        println!(
+            "{name:<34} {:>10.3} {:>10.3} {ratio_min:>11} {ratio_paired:>13}  {}",
+            min(&times[i]),
+            min(&cpu[i]),
+            notes[i]
+        );
     }
 
     println!(

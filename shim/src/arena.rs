@@ -17,7 +17,7 @@
 //! destructor at thread exit; from then on, and wherever a tcache cannot be had, the thread uses
 //! `MALLOCX_TCACHE_NONE` as before.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -31,11 +31,26 @@ static RANGE_BASE: AtomicUsize = AtomicUsize::new(0);
 static RANGE_LEN: AtomicUsize = AtomicUsize::new(0);
 /// Offset of the first byte of the range not yet handed to jemalloc.
 static BUMP: AtomicUsize = AtomicUsize::new(0);
-/// jemalloc's index of the sampled arena (valid when `STATE == READY`).
-static ARENA_INDEX: AtomicUsize = AtomicUsize::new(0);
-/// `UNINIT`, `READY` or `FAILED`. Stored with Release after everything above; loaded with Acquire
-/// by [`flags`].
-static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// The words every free ([`contains`]) and every sample ([`flags`]) reads, in one cache line of
+/// their own that is written only while the arena is created, so it stays cached and shared.
+#[repr(C, align(64))]
+struct HotWords {
+    /// The range in one word, for [`contains`]: `base | log2(len)` (the range is a power of two
+    /// in size and aligned to it, so the low bits of `base` are free). 0 until reserved. Written
+    /// once.
+    range_word: AtomicUsize,
+    /// jemalloc's index of the sampled arena (valid when `state == READY`).
+    arena_index: AtomicUsize,
+    /// `UNINIT`, `READY` or `FAILED`. Stored with Release after everything else; loaded with
+    /// Acquire by [`flags`].
+    state: AtomicU8,
+}
+
+static HOT: HotWords = HotWords {
+    range_word: AtomicUsize::new(0),
+    arena_index: AtomicUsize::new(0),
+    state: AtomicU8::new(UNINIT),
+};
 /// Serialises creation (and is held across `fork`).
 pub(crate) static INIT_LOCK: Mutex<()> = Mutex::new(());
 
@@ -62,10 +77,6 @@ static HOOKS: Hooks = Hooks(UnsafeCell::new(jem::extent_hooks_t {
     merge: Some(extent_merge),
 }));
 
-/// The range in one word, for [`contains`]: `base | log2(len)` (the range is a power of two in
-/// size and aligned to it, so the low bits of `base` are free). 0 until reserved. Written once.
-static RANGE_WORD: AtomicUsize = AtomicUsize::new(0);
-
 /// True when `ptr` lies in the sampled arena's range: one load, xor, shift and compare.
 #[inline(always)]
 pub(crate) fn contains(ptr: *const u8) -> bool {
@@ -75,7 +86,7 @@ pub(crate) fn contains(ptr: *const u8) -> bool {
     // coherence it cannot read the old 0. Before the store, the word 0 gives a shift of 0 and
     // matches only the null pointer, which is never freed.
     // Ordering: see the comments above (Relaxed: the word is written once; the bump RMW alone makes offsets unique).
-    let word = RANGE_WORD.load(Ordering::Relaxed);
+    let word = HOT.range_word.load(Ordering::Relaxed);
     ((ptr as usize ^ word) >> (word & 63)) == 0
 }
 
@@ -106,7 +117,7 @@ pub(crate) enum Unavailable {
 pub(crate) fn flags(size: usize, align: usize) -> Result<i32, Unavailable> {
     // Ordering: Acquire pairs with the Release store of READY in `create`, making ARENA_INDEX and
     // the range visible.
-    let mut state = STATE.load(Ordering::Acquire);
+    let mut state = HOT.state.load(Ordering::Acquire);
     if state == UNINIT {
         state = create();
     }
@@ -114,20 +125,24 @@ pub(crate) fn flags(size: usize, align: usize) -> Result<i32, Unavailable> {
         return Err(Unavailable::NoArena);
     }
     // Ordering: published by the STATE pair above.
-    let arena = ARENA_INDEX.load(Ordering::Relaxed);
+    let arena = HOT.arena_index.load(Ordering::Relaxed);
     Ok(jem::MALLOCX_ARENA(arena) | tcache_flag() | align_flags(size, align))
 }
 
-thread_local! {
-    /// This thread's explicit tcache for sampled objects: [`TCACHE_UNSET`] until the thread's
-    /// first sampled allocation or free, [`TCACHE_OFF`] when it could not get one or its exit hook
-    /// has destroyed it, else the tcache index + 1. `const`, no destructor: usable at any point of
-    /// the thread's life.
-    static SAMPLED_TCACHE: Cell<u32> = const { Cell::new(TCACHE_UNSET) };
-}
+// A thread's explicit tcache for sampled objects is kept in its `sampler::ThreadState`
+// (`sampled_tcache`, the line the sampled path has in cache anyway): [`TCACHE_UNSET`] until the
+// thread's first sampled allocation or free, [`TCACHE_OFF`] when it could not get one or its exit
+// hook has destroyed it, else the tcache index + 1. `const`, no destructor: usable at any point of
+// the thread's life.
 
-const TCACHE_UNSET: u32 = 0;
+/// No sampled tcache asked for yet.
+pub(crate) const TCACHE_UNSET: u32 = 0;
 const TCACHE_OFF: u32 = u32::MAX;
+
+/// Sets this thread's sampled tcache word; false when the thread-local is unavailable.
+fn set_sampled_tcache(value: u32) -> bool {
+    crate::sampler::with_thread(|t| t.sampled_tcache.set(value)).is_some()
+}
 
 /// The `pthread_key_t` whose destructor destroys a thread's sampled tcache (valid when
 /// `TCACHE_KEY_READY`).
@@ -140,10 +155,10 @@ static TCACHE_KEY_READY: AtomicBool = AtomicBool::new(false);
 /// `MALLOCX_TCACHE_NONE` when the thread has none.
 #[inline]
 fn tcache_flag() -> i32 {
-    match SAMPLED_TCACHE.try_with(Cell::get) {
-        Ok(TCACHE_UNSET) => create_tcache(),
-        Ok(TCACHE_OFF) | Err(_) => jem::MALLOCX_TCACHE_NONE,
-        Ok(plus_one) => jem::MALLOCX_TCACHE((plus_one - 1) as usize),
+    match crate::sampler::with_thread(|t| t.sampled_tcache.get()) {
+        Some(TCACHE_UNSET) => create_tcache(),
+        Some(TCACHE_OFF) | None => jem::MALLOCX_TCACHE_NONE,
+        Some(plus_one) => jem::MALLOCX_TCACHE((plus_one - 1) as usize),
     }
 }
 
@@ -152,7 +167,7 @@ fn tcache_flag() -> i32 {
 #[inline(never)]
 fn create_tcache() -> i32 {
     // Until this succeeds, or for good when it fails: no tcache.
-    if SAMPLED_TCACHE.try_with(|c| c.set(TCACHE_OFF)).is_err() {
+    if !set_sampled_tcache(TCACHE_OFF) {
         return jem::MALLOCX_TCACHE_NONE;
     }
     // Ordering: Acquire pairs with the Release store in `create_tcache_key`.
@@ -184,7 +199,7 @@ fn create_tcache() -> i32 {
         destroy_tcache(index);
         return jem::MALLOCX_TCACHE_NONE;
     }
-    let _ = SAMPLED_TCACHE.try_with(|c| c.set(index + 1));
+    set_sampled_tcache(index + 1);
     jem::MALLOCX_TCACHE(index as usize)
 }
 
@@ -207,7 +222,7 @@ fn create_tcache_key() {
 /// tcache for sampled objects, so frees in later-running destructors of other keys (or of this
 /// key's later rounds) go straight to the arena, and no tcache is created again.
 extern "C" fn tcache_thread_exit(value: *mut c_void) {
-    let _ = SAMPLED_TCACHE.try_with(|c| c.set(TCACHE_OFF));
+    set_sampled_tcache(TCACHE_OFF);
     let plus_one = value as usize;
     if plus_one != 0 {
         destroy_tcache((plus_one - 1) as c_uint);
@@ -245,14 +260,14 @@ pub(crate) fn align_flags(size: usize, align: usize) -> i32 {
 fn create() -> u8 {
     let _held = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     // Ordering: under INIT_LOCK; Acquire as in `flags`.
-    let state = STATE.load(Ordering::Acquire);
+    let state = HOT.state.load(Ordering::Acquire);
     if state != UNINIT {
         return state;
     }
     let state = match reserve_range(crate::config::arena_size()).and_then(|()| create_arena()) {
         Some(index) => {
             // Ordering: published by the Release store of STATE below.
-            ARENA_INDEX.store(index as usize, Ordering::Relaxed);
+            HOT.arena_index.store(index as usize, Ordering::Relaxed);
             pin_small_slabs(index);
             create_tcache_key();
             READY
@@ -260,7 +275,7 @@ fn create() -> u8 {
         None => FAILED,
     };
     // Ordering: Release pairs with the Acquire loads in `flags`.
-    STATE.store(state, Ordering::Release);
+    HOT.state.store(state, Ordering::Release);
     state
 }
 
@@ -302,7 +317,8 @@ fn reserve_range(len: usize) -> Option<()> {
     // Ordering: Release pairs with the Acquire loads in `reserved`, `usage` and the hooks.
     RANGE_LEN.store(len, Ordering::Release);
     // Ordering: see `contains`; also published by the Release store of STATE in `create`.
-    RANGE_WORD.store(base | len.trailing_zeros() as usize, Ordering::Relaxed);
+    HOT.range_word
+        .store(base | len.trailing_zeros() as usize, Ordering::Relaxed);
     Some(())
 }
 

@@ -19,22 +19,46 @@ pub const DEFAULT_MAX_STACKS: usize = 1 << 16;
 /// Default number of frames kept per stack.
 pub const DEFAULT_MAX_FRAMES: usize = 128;
 
-static SAMPLE_RATE: AtomicU64 = AtomicU64::new(DEFAULT_SAMPLE_RATE);
-static ACTIVE: AtomicBool = AtomicBool::new(true);
-static MAX_FRAMES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_FRAMES);
-static SYMBOLIZE: AtomicBool = AtomicBool::new(true);
-static UNWINDER: AtomicU8 = AtomicU8::new(UnwinderChoice::Auto as u8);
-static ARENA_SIZE: AtomicUsize = AtomicUsize::new(DEFAULT_ARENA_SIZE);
-static MAX_STACKS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_STACKS);
+/// Every setting, together in one cache line: the sampled path reads several of them per sample
+/// (rate, activity, frame budget, unwinder, stack cap) and the settings generation, and one line
+/// that stays cached costs less than five scattered statics that each miss once per sample.
+#[repr(C, align(64))]
+struct Settings {
+    /// Bumped whenever the sample rate, activity or seed changes, so threads redraw their
+    /// countdown ([`crate::sampler`]).
+    generation: AtomicU64,
+    sample_rate: AtomicU64,
+    max_frames: AtomicUsize,
+    arena_size: AtomicUsize,
+    max_stacks: AtomicUsize,
+    active: AtomicBool,
+    symbolize: AtomicBool,
+    unwinder: AtomicU8,
+    /// What `unwinder:auto` resolved to: 0 not probed yet, 1 frame pointers work, 2 they do not.
+    frame_pointer_probe: AtomicU8,
+}
+
+static SETTINGS: Settings = Settings {
+    generation: AtomicU64::new(1),
+    sample_rate: AtomicU64::new(DEFAULT_SAMPLE_RATE),
+    max_frames: AtomicUsize::new(DEFAULT_MAX_FRAMES),
+    arena_size: AtomicUsize::new(DEFAULT_ARENA_SIZE),
+    max_stacks: AtomicUsize::new(DEFAULT_MAX_STACKS),
+    active: AtomicBool::new(true),
+    symbolize: AtomicBool::new(true),
+    unwinder: AtomicU8::new(UnwinderChoice::Auto as u8),
+    frame_pointer_probe: AtomicU8::new(0),
+};
+
 /// Where to dump at exit, if anywhere.
 pub(crate) static DUMP_ON_EXIT: Mutex<Option<String>> = Mutex::new(None);
 
 /// The mean sampling period in effect, 0 when sampling is off or inactive.
 pub(crate) fn effective_sample_rate() -> u64 {
     // Ordering: a setting read on its own; it publishes no other memory.
-    if ACTIVE.load(Ordering::Relaxed) {
+    if SETTINGS.active.load(Ordering::Relaxed) {
         // Ordering: a setting read on its own; it publishes no other memory.
-        SAMPLE_RATE.load(Ordering::Relaxed)
+        SETTINGS.sample_rate.load(Ordering::Relaxed)
     } else {
         0
     }
@@ -43,49 +67,76 @@ pub(crate) fn effective_sample_rate() -> u64 {
 /// The configured period R (even while inactive).
 pub(crate) fn sample_rate() -> u64 {
     // Ordering: a setting read on its own; it publishes no other memory.
-    SAMPLE_RATE.load(Ordering::Relaxed)
+    SETTINGS.sample_rate.load(Ordering::Relaxed)
 }
 
 pub(crate) fn set_sample_rate(bytes: u64) {
     // Ordering: a setting read on its own; it publishes no other memory.
-    SAMPLE_RATE.store(bytes, Ordering::Relaxed);
+    SETTINGS.sample_rate.store(bytes, Ordering::Relaxed);
     crate::sampler::settings_changed();
 }
 
 pub(crate) fn active() -> bool {
     // Ordering: a setting read on its own; it publishes no other memory.
-    ACTIVE.load(Ordering::Relaxed)
+    SETTINGS.active.load(Ordering::Relaxed)
 }
 
 pub(crate) fn set_active(on: bool) {
     // Ordering: a setting read on its own; it publishes no other memory.
-    ACTIVE.store(on, Ordering::Relaxed);
+    SETTINGS.active.store(on, Ordering::Relaxed);
     crate::sampler::settings_changed();
 }
 
 pub(crate) fn max_frames() -> usize {
     // Ordering: a setting read on its own; it publishes no other memory.
-    MAX_FRAMES.load(Ordering::Relaxed)
+    SETTINGS.max_frames.load(Ordering::Relaxed)
 }
 
 pub(crate) fn symbolize() -> bool {
     // Ordering: a setting read on its own; it publishes no other memory.
-    SYMBOLIZE.load(Ordering::Relaxed)
+    SETTINGS.symbolize.load(Ordering::Relaxed)
 }
 
 pub(crate) fn unwinder_choice() -> UnwinderChoice {
     // Ordering: a setting read on its own; it publishes no other memory.
-    UnwinderChoice::from_u8(UNWINDER.load(Ordering::Relaxed))
+    UnwinderChoice::from_u8(SETTINGS.unwinder.load(Ordering::Relaxed))
+}
+
+/// What the frame-pointer probe found: 0 not run yet, 1 frame pointers work, 2 they do not.
+pub(crate) fn frame_pointer_probe() -> u8 {
+    // Ordering: a cached, idempotent probe result, read on its own.
+    SETTINGS.frame_pointer_probe.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_frame_pointer_probe(result: u8) {
+    // Ordering: racing probes store the same value; it publishes no other memory.
+    SETTINGS
+        .frame_pointer_probe
+        .store(result, Ordering::Relaxed);
 }
 
 pub(crate) fn arena_size() -> usize {
     // Ordering: a setting read on its own; it publishes no other memory.
-    ARENA_SIZE.load(Ordering::Relaxed)
+    SETTINGS.arena_size.load(Ordering::Relaxed)
+}
+
+/// The settings generation: see [`bump_generation`].
+pub(crate) fn generation() -> u64 {
+    // Ordering: a counter read on its own; the settings it announces are read with their own
+    // loads.
+    SETTINGS.generation.load(Ordering::Relaxed)
+}
+
+/// Announces that the sample rate, activity or seed changed: every thread redraws its countdown
+/// at its next slow path.
+pub(crate) fn bump_generation() {
+    // Ordering: see `generation`; the counter carries no data.
+    SETTINGS.generation.fetch_add(1, Ordering::Relaxed);
 }
 
 pub(crate) fn max_stacks() -> usize {
     // Ordering: a setting read on its own; it publishes no other memory.
-    MAX_STACKS.load(Ordering::Relaxed)
+    SETTINGS.max_stacks.load(Ordering::Relaxed)
 }
 
 /// Why a configuration string was (partly) rejected. Every valid pair of the string was applied;
@@ -125,26 +176,28 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
         let result = match key {
             "sample_rate" => parse_u64(value).map(|v| {
                 // Ordering: a setting read on its own; it publishes no other memory.
-                SAMPLE_RATE.store(v, Ordering::Relaxed);
+                SETTINGS.sample_rate.store(v, Ordering::Relaxed);
                 rates_changed = true;
             }),
             "active" => parse_bool(value).map(|v| {
                 // Ordering: a setting read on its own; it publishes no other memory.
-                ACTIVE.store(v, Ordering::Relaxed);
+                SETTINGS.active.store(v, Ordering::Relaxed);
                 rates_changed = true;
             }),
             "seed" => parse_u64(value).map(|v| crate::sampler::set_seed(Some(v))),
             "max_frames" => parse_u64(value).and_then(|v| {
                 if (1..=MAX_FRAMES_LIMIT as u64).contains(&v) {
                     // Ordering: a setting read on its own; it publishes no other memory.
-                    MAX_FRAMES.store(v as usize, Ordering::Relaxed);
+                    SETTINGS.max_frames.store(v as usize, Ordering::Relaxed);
                     Ok(())
                 } else {
                     Err(format!("must be between 1 and {MAX_FRAMES_LIMIT}"))
                 }
             }),
             // Ordering: a setting read on its own; it publishes no other memory.
-            "symbolize" => parse_bool(value).map(|v| SYMBOLIZE.store(v, Ordering::Relaxed)),
+            "symbolize" => {
+                parse_bool(value).map(|v| SETTINGS.symbolize.store(v, Ordering::Relaxed))
+            }
             "dump_on_exit" => {
                 let mut slot = DUMP_ON_EXIT.lock().unwrap_or_else(|e| e.into_inner());
                 *slot = (!value.is_empty()).then(|| value.to_string());
@@ -157,7 +210,7 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
                 _ => Err("expected fp, backtrace or auto".to_string()),
             }
             // Ordering: a setting read on its own; it publishes no other memory.
-            .map(|u| UNWINDER.store(u as u8, Ordering::Relaxed)),
+            .map(|u| SETTINGS.unwinder.store(u as u8, Ordering::Relaxed)),
             "arena_size" => parse_u64(value).and_then(|v| {
                 if crate::arena::reserved() {
                     Err("the sampled arena already exists; set it before the first sample".into())
@@ -165,14 +218,14 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
                     Err("must be at least 4194304 (jemalloc needs room for arena metadata)".into())
                 } else {
                     // Ordering: a setting read on its own; it publishes no other memory.
-                    ARENA_SIZE.store(v as usize, Ordering::Relaxed);
+                    SETTINGS.arena_size.store(v as usize, Ordering::Relaxed);
                     Ok(())
                 }
             }),
             "max_stacks" => parse_u64(value).and_then(|v| {
                 if v >= 1 {
                     // Ordering: a setting read on its own; it publishes no other memory.
-                    MAX_STACKS.store(v as usize, Ordering::Relaxed);
+                    SETTINGS.max_stacks.store(v as usize, Ordering::Relaxed);
                     Ok(())
                 } else {
                     Err("must be at least 1".into())

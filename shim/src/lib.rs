@@ -141,6 +141,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::io::Write;
 use std::path::Path;
 
+mod accum;
 mod arena;
 mod config;
 mod profiler;
@@ -338,6 +339,9 @@ pub struct Stats {
     pub metadata_bytes: u64,
     /// Samples recorded since start.
     pub samples_taken: u64,
+    /// Per-thread tables held: at most as many as threads ever sampled at once (an exited
+    /// thread's table, with its figures, is taken over by the next new thread).
+    pub thread_tables: u64,
     /// Samples dropped since start, by reason.
     pub dropped: Dropped,
     /// The configured mean sampling period R in bytes (0 = off).

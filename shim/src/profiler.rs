@@ -10,11 +10,10 @@ use std::sync::{MutexGuard, RwLockWriteGuard};
 use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts};
 use tikv_jemalloc_sys as jem;
 
+use crate::accum::{self, ChargeError, ThreadTable, REGISTRY};
 use crate::sampler::Guard;
 use crate::stack::{Unwinder, UnwinderChoice, MAX_FRAMES_LIMIT};
-use crate::table::{
-    self, lock, CacheLine, LiveSample, LiveShard, Map, StackTable, LIVE, SHARDS, STACKS,
-};
+use crate::table::{self, lock, LiveSample, LiveShard, Map, StackTable, LIVE, SHARDS, STACKS};
 use crate::{arena, config, sampler, stack, symbolize, Dropped, Stats, SymbolizerCost};
 
 static INIT_STATE: AtomicU8 = AtomicU8::new(0);
@@ -24,8 +23,6 @@ const INIT_DONE: u8 = 2;
 static DROPPED_ARENA_EXHAUSTED: AtomicU64 = AtomicU64::new(0);
 static DROPPED_ARENA_UNAVAILABLE: AtomicU64 = AtomicU64::new(0);
 static DROPPED_STACK_TABLE_FULL: AtomicU64 = AtomicU64::new(0);
-/// Result of the frame-pointer probe: 0 not run yet, 1 frame pointers work, 2 they do not.
-static FRAME_POINTER_PROBE: AtomicU8 = AtomicU8::new(0);
 /// pid of the process that registered the exit hook (a forked child does not dump at exit).
 static EXIT_HOOK_PID: AtomicU32 = AtomicU32::new(0);
 
@@ -51,6 +48,7 @@ fn init() {
     }
     let _guard = Guard::enter();
     config::apply_environment();
+    accum::create_exit_key();
     // jemalloc registers its own fork handlers when it initialises; make sure that happened
     // first, so ours (registered later) run *before* its prepare handler and after its
     // parent/child handlers: our locks are always taken before jemalloc's.
@@ -77,13 +75,11 @@ pub(crate) fn current_unwinder() -> Unwinder {
         UnwinderChoice::FramePointer => Unwinder::FramePointer,
         UnwinderChoice::Backtrace => Unwinder::Backtrace,
         UnwinderChoice::Auto => {
-            // Ordering: a cached, idempotent probe result; racing probes store the same value.
-            let mut probe = FRAME_POINTER_PROBE.load(Ordering::Relaxed);
+            let mut probe = config::frame_pointer_probe();
             if probe == 0 {
                 let _guard = Guard::enter();
                 probe = if stack::frame_pointers_work() { 1 } else { 2 };
-                // Ordering: a statistics counter or cached result, read on its own.
-                FRAME_POINTER_PROBE.store(probe, Ordering::Relaxed);
+                config::set_frame_pointer_probe(probe);
             }
             if probe == 1 {
                 Unwinder::FramePointer
@@ -140,13 +136,9 @@ pub(crate) unsafe fn alloc_sampled(
     let thread = sampler::thread_uid();
 
     let hash = table::stack_hash(frames);
-    let stack_id = {
-        let mut stacks = lock(&STACKS);
-        stacks
-            .get_or_insert_with(StackTable::default)
-            .intern_and_charge(frames, hash, thread, &estimate, config::max_stacks())
-    };
-    let Some(stack_id) = stack_id else {
+    let charged = accum::this_thread().charge(frames, hash, &estimate, config::max_stacks());
+    let Ok(stack_id) = charged else {
+        let ChargeError::TableFull = charged.unwrap_err();
         // SAFETY: ptr came from mallocx with these flags and this size, and was never exposed.
         unsafe { jem::sdallocx(ptr.cast(), size, flags) };
         // Ordering: a statistics counter.
@@ -211,25 +203,34 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
                 .iter()
                 .map(|r| Stack {
                     frames: frames_for_dump(&r.frames),
-                    counts: Counts {
-                        inuse: Default::default(),
-                        accum: r.accum(),
-                    },
-                    threads: r
-                        .threads
-                        .iter()
-                        .map(|&CacheLine((thread, accum))| ThreadCounts {
-                            thread,
-                            counts: Counts {
-                                inuse: Default::default(),
-                                accum,
-                            },
-                        })
-                        .collect(),
+                    counts: Counts::default(),
+                    threads: Vec::new(),
                 })
                 .collect(),
         }
     };
+    // The thread tables, after the stack table's lock is released (lock order: tables first).
+    // A stack interned since the copy above is left out, as a sample allocated since would be.
+    for thread_table in thread_tables() {
+        let thread_table = lock(thread_table);
+        for (id, thread, accum) in thread_table.figures() {
+            let Some(stack) = stacks.get_mut(id as usize) else {
+                continue;
+            };
+            stack.counts.accum.add(&accum);
+            // A (stack, thread) pair appears twice when part of it is still pending.
+            match stack.threads.iter_mut().find(|t| t.thread == thread) {
+                Some(t) => t.counts.accum.add(&accum),
+                None => stack.threads.push(ThreadCounts {
+                    thread,
+                    counts: Counts {
+                        inuse: Default::default(),
+                        accum,
+                    },
+                }),
+            }
+        }
+    }
     for sample in &live {
         let Some(stack) = stacks.get_mut(sample.stack as usize) else {
             continue;
@@ -292,6 +293,11 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
     (profile, cost)
 }
 
+/// Every thread table (a copy of the registry's list, so no lock is held while they are read).
+fn thread_tables() -> Vec<&'static std::sync::Mutex<ThreadTable>> {
+    lock(&REGISTRY).all.clone()
+}
+
 /// Frames as written to a dump: the innermost return address minus one (so it points into the
 /// call instruction, and jeprof, which takes the first frame as an exact PC, finds the calling
 /// line), every other frame as returned (jeprof subtracts one itself).
@@ -315,14 +321,22 @@ pub(crate) fn stats() -> Stats {
             metadata += table::live_map_bytes(map);
         }
     }
-    let (distinct_stacks, samples_taken) = {
+    let mut samples_taken = 0u64;
+    let tables = thread_tables();
+    let thread_tables = tables.len() as u64;
+    for thread_table in tables {
+        let thread_table = lock(thread_table);
+        samples_taken += thread_table.samples_taken;
+        metadata += thread_table.metadata_bytes();
+    }
+    let distinct_stacks = {
         let table = lock(&STACKS);
         match table.as_ref() {
             Some(t) => {
                 metadata += t.metadata_bytes();
-                (t.records.len() as u64, t.samples_taken)
+                t.records.len() as u64
             }
-            None => (0, 0),
+            None => 0,
         }
     };
     let (arena_used, arena_reserved) = arena::usage();
@@ -332,6 +346,7 @@ pub(crate) fn stats() -> Stats {
         distinct_stacks,
         metadata_bytes: metadata as u64,
         samples_taken,
+        thread_tables,
         dropped: Dropped {
             // Ordering: a statistics counter or cached result, read on its own.
             arena_exhausted: DROPPED_ARENA_EXHAUSTED.load(Ordering::Relaxed),
@@ -355,6 +370,8 @@ struct ForkHeld {
     _unwind: RwLockWriteGuard<'static, ()>,
     _arena: MutexGuard<'static, ()>,
     _dump_on_exit: MutexGuard<'static, Option<String>>,
+    _registry: MutexGuard<'static, accum::Registry>,
+    _tables: Vec<MutexGuard<'static, ThreadTable>>,
     _stacks: MutexGuard<'static, Option<StackTable>>,
     _live: [Option<MutexGuard<'static, LiveShard>>; SHARDS],
 }
@@ -370,13 +387,22 @@ unsafe impl Sync for ForkSlot {}
 static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 
 extern "C" fn fork_prepare() {
-    // Lock order, the same everywhere: symbolize → unwind → arena → dump_on_exit → stacks → shards.
+    // Lock order, the same everywhere: symbolize → unwind → arena → dump_on_exit → registry →
+    // thread tables → stacks → shards.
     let symbolize = lock(&symbolize::SYMBOLIZE_LOCK);
     let unwind = stack::UNWIND_LOCK
         .write()
         .unwrap_or_else(|e| e.into_inner());
     let arena = lock(&arena::INIT_LOCK);
     let dump_on_exit = lock(&config::DUMP_ON_EXIT);
+    let registry = lock(&REGISTRY);
+    let tables = {
+        // The list of guards is the one allocation here: keep it out of the profile.
+        let _guard = Guard::enter();
+        let mut tables = Vec::with_capacity(registry.all.len());
+        tables.extend(registry.all.iter().map(|table| lock(table)));
+        tables
+    };
     let stacks = lock(&STACKS);
     let mut live: [Option<MutexGuard<'static, LiveShard>>; SHARDS] = [const { None }; SHARDS];
     for (slot, shard) in live.iter_mut().zip(LIVE.iter()) {
@@ -387,6 +413,8 @@ extern "C" fn fork_prepare() {
         _unwind: unwind,
         _arena: arena,
         _dump_on_exit: dump_on_exit,
+        _registry: registry,
+        _tables: tables,
         _stacks: stacks,
         _live: live,
     };

@@ -1,14 +1,17 @@
 //! The hot path: a per-thread byte countdown, and the re-entrancy guard.
 //!
-//! Every allocation subtracts its requested size from `BYTES_UNTIL_SAMPLE`; only when the counter
-//! reaches zero or below does [`on_countdown_expired`] run. That function draws the next countdown
-//! from the exponential distribution with mean R (the per-byte Bernoulli process of
-//! `design-notes.md` §1, realised as a geometric countdown) and says whether this allocation is a
-//! sample, and with which period its countdown was drawn.
+//! Every allocation subtracts its requested size from the thread's countdown; only when the size
+//! exceeds what was left (the unsigned subtraction borrows) does [`on_countdown_expired`] run. That
+//! function draws the next countdown from the exponential distribution with mean R (the per-byte
+//! Bernoulli process of `design-notes.md` §1, realised as a geometric countdown) and says whether
+//! this allocation is a sample, and with which period its countdown was drawn.
 //!
-//! Everything here is a `const`-initialised thread-local without a destructor, so it is usable
-//! before `main`, during thread-local destruction and in exiting threads; `try_with` failing (it
-//! never does for such thread-locals on Linux, but the API allows it) means "pass through".
+//! Everything the profiler keeps per thread lives in one 64-byte, `const`-initialised thread-local
+//! without a destructor ([`ThreadState`]): usable before `main`, during thread-local destruction and
+//! in exiting threads, and, since the fast path keeps the countdown's line in cache anyway, the slow
+//! path finds all its other per-thread state there too instead of missing on a line per variable.
+//! `try_with` failing (it never does for such thread-locals on Linux, but the API allows it) means
+//! "pass through".
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,28 +21,55 @@ use crate::config;
 /// Countdown used while sampling is off or inactive: the thread re-reads the settings after this
 /// many bytes, so turning sampling on takes effect within 64 MiB of allocation per thread, and the
 /// cost with sampling off is one slow-path visit per 64 MiB.
-const OFF_RECHECK_BYTES: i64 = 64 << 20;
+const OFF_RECHECK_BYTES: u64 = 64 << 20;
 
-thread_local! {
-    /// Bytes this thread may still allocate before its next sample. The only state the fast path
-    /// touches.
-    static BYTES_UNTIL_SAMPLE: Cell<i64> = const { Cell::new(0) };
-    /// True while the profiler itself runs on this thread: its allocations are never sampled.
-    static IN_PROFILER: Cell<bool> = const { Cell::new(false) };
-    /// The countdown saved by the outermost [`Guard`], restored when it ends.
-    static SAVED_COUNTDOWN: Cell<i64> = const { Cell::new(0) };
+/// A thread's profiler state: one cache line.
+#[repr(C, align(64))]
+pub(crate) struct ThreadState {
+    /// Bytes this thread may still allocate before its next sample: an allocation of `size` bytes
+    /// is a sample when `size > countdown`. The only field the fast path touches.
+    countdown: Cell<u64>,
     /// The period R the current countdown was drawn with (0: sampling was off).
-    static COUNTDOWN_PERIOD: Cell<u64> = const { Cell::new(0) };
+    period: Cell<u64>,
     /// splitmix64 state of this thread's generator.
-    static RNG_STATE: Cell<u64> = const { Cell::new(0) };
+    rng: Cell<u64>,
     /// The settings generation this thread last saw (0: never initialised).
-    static SEEN_GENERATION: Cell<u64> = const { Cell::new(0) };
+    seen_generation: Cell<u64>,
     /// This thread's uid (the `t<uid>` of dumps), `u64::MAX` until assigned.
-    static THREAD_UID: Cell<u64> = const { Cell::new(u64::MAX) };
+    uid: Cell<u64>,
+    /// Top of this thread's stack for the frame-pointer walker ([`crate::stack`]): 0 = not asked
+    /// yet, 1 = unknown.
+    pub(crate) stack_top: Cell<usize>,
+    /// Address of this thread's `accum::ThreadTable` (0 until its first sample).
+    pub(crate) table: Cell<usize>,
+    /// This thread's explicit jemalloc tcache for the sampled arena ([`crate::arena`]).
+    pub(crate) sampled_tcache: Cell<u32>,
+    /// True while the profiler itself runs on this thread: its allocations are never sampled.
+    in_profiler: Cell<bool>,
 }
 
-/// Bumped whenever the sample rate, activity or seed changes, so threads redraw their countdown.
-static GENERATION: AtomicU64 = AtomicU64::new(1);
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            countdown: Cell::new(0),
+            period: Cell::new(0),
+            rng: Cell::new(0),
+            seen_generation: Cell::new(0),
+            uid: Cell::new(u64::MAX),
+            stack_top: Cell::new(0),
+            table: Cell::new(0),
+            sampled_tcache: Cell::new(crate::arena::TCACHE_UNSET),
+            in_profiler: Cell::new(false),
+        }
+    };
+}
+
+/// Runs `f` on this thread's state; `None` only if the thread-local is unavailable.
+#[inline(always)]
+pub(crate) fn with_thread<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
+    THREAD.try_with(f).ok()
+}
+
 /// Next thread uid, in the order threads first reach the slow path.
 static NEXT_THREAD_UID: AtomicU64 = AtomicU64::new(0);
 /// Whether any seed was configured.
@@ -48,16 +78,15 @@ static SEEDED: AtomicBool = AtomicBool::new(false);
 static SEED: AtomicU64 = AtomicU64::new(0);
 
 /// Subtracts `size` from this thread's countdown; true when it has run out (then call
-/// [`on_countdown_expired`]). One thread-local subtract and compare: no lock, no atomic, no
-/// allocation.
+/// [`on_countdown_expired`]). One thread-local subtract and a branch on its borrow: no lock, no
+/// atomic, no allocation.
 #[inline(always)]
 pub(crate) fn countdown_expired(size: usize) -> bool {
-    BYTES_UNTIL_SAMPLE
-        .try_with(|left| {
-            // Sizes are at most isize::MAX and the counter at most about 2^62, so this never wraps.
-            let now = left.get().wrapping_sub(size as i64);
-            left.set(now);
-            now <= 0
+    THREAD
+        .try_with(|t| {
+            let (left, borrowed) = t.countdown.get().overflowing_sub(size as u64);
+            t.countdown.set(left);
+            borrowed
         })
         .unwrap_or(false)
 }
@@ -70,55 +99,108 @@ pub(crate) fn countdown_expired(size: usize) -> bool {
 #[cold]
 #[inline(never)]
 pub(crate) fn on_countdown_expired(size: usize) -> Option<u64> {
-    if IN_PROFILER.try_with(Cell::get).ok()? {
+    THREAD.try_with(|t| expired(t, size)).ok().flatten()
+}
+
+fn expired(t: &ThreadState, size: usize) -> Option<u64> {
+    if t.in_profiler.get() {
         // Only after 2^62 bytes inside one guard; never a sample.
-        let _ = BYTES_UNTIL_SAMPLE.try_with(|c| c.set(GUARDED_COUNTDOWN));
+        t.countdown.set(GUARDED_COUNTDOWN);
         return None;
     }
-    {
-        let _guard = Guard::enter();
-        crate::profiler::ensure_init();
-    }
-    let generation = GENERATION.load(Ordering::Relaxed); // Ordering: a counter read on its own; the settings it announces are read with their own loads.
-    let sampled_period = if SEEN_GENERATION.try_with(Cell::get).ok()? != generation {
-        // First visit of this thread, or the settings changed: restart the process from a fresh
-        // countdown, then charge this allocation to it.
-        SEEN_GENERATION.try_with(|g| g.set(generation)).ok()?;
-        reseed_this_thread();
-        redraw();
+    let generation = config::generation();
+    if t.seen_generation.get() != generation {
+        // First visit of this thread, or the settings changed: make sure the environment was
+        // read, restart the process from a fresh countdown, then charge this allocation to it.
+        {
+            let _guard = Guard::enter();
+            crate::profiler::ensure_init();
+        }
+        // Read again: applying the environment may have changed the settings.
+        t.seen_generation.set(config::generation());
+        reseed(t);
+        redraw(t);
         if !countdown_expired(size) {
             return None;
         }
-        COUNTDOWN_PERIOD.try_with(Cell::get).ok()?
-    } else {
-        COUNTDOWN_PERIOD.try_with(Cell::get).ok()?
-    };
-    redraw();
-    if sampled_period == 0 {
-        return None;
     }
-    Some(sampled_period)
+    let sampled_period = t.period.get();
+    redraw(t);
+    (sampled_period != 0).then_some(sampled_period)
 }
 
 /// Draws a fresh countdown for the current settings.
-fn redraw() {
+fn redraw(t: &ThreadState) {
     let period = config::effective_sample_rate();
     let (bytes, drawn_with) = if period == 0 {
         (OFF_RECHECK_BYTES, 0)
     } else {
-        (draw_countdown(next_random(), period), period)
+        (draw_countdown(next_random(t), period), period)
     };
-    let _ = BYTES_UNTIL_SAMPLE.try_with(|c| c.set(bytes));
-    let _ = COUNTDOWN_PERIOD.try_with(|c| c.set(drawn_with));
+    t.countdown.set(bytes);
+    t.period.set(drawn_with);
 }
 
-/// `ceil(−ln(U)·R)` for `U` uniform in (0, 1], built from the top 53 bits of `random`: an exponential
-/// variate with mean R, the distance to the next picked byte. At least 1.
-pub(crate) fn draw_countdown(random: u64, period: u64) -> i64 {
-    let u = ((random >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
-    let bytes = (-u.ln() * period as f64).ceil();
-    // U ≥ 2^-53 bounds the draw by 37·R; the clamp only matters for absurd periods.
-    bytes.clamp(1.0, (1u64 << 62) as f64) as i64
+/// Largest period the countdown honours; larger ones are treated as this one (2^56 bytes: no
+/// program allocates that much, so sampling is effectively off either way). It keeps every draw
+/// below 2^62, where the float-to-integer conversion below is exact and in range.
+const MAX_PERIOD: u64 = 1 << 56;
+
+/// `floor(X)` for `X = −ln(U)·R`, `U = k·2⁻⁵³` with `k` uniform in 1..=2⁵³ (the top 53 bits of
+/// `random`, plus one): `X` is exponential with mean R, the distance to the next picked byte. An
+/// allocation of `Z` bytes is a sample when `Z > floor(X)`, i.e. when `X < Z`, which has
+/// probability `1 − e^(−Z/R)`.
+pub(crate) fn draw_countdown(random: u64, period: u64) -> u64 {
+    let x = neg_ln_unit((random >> 11) + 1) * (period.min(MAX_PERIOD) as i64 as f64);
+    // SAFETY: x is finite and 0 ≤ x ≤ 37·2^56 < 2^62 (−ln U ≤ 53·ln 2 < 37), so it is in range
+    // for i64 (a tiny negative rounding of 0 truncates to 0).
+    unsafe { x.to_int_unchecked::<i64>() }.max(0) as u64
+}
+
+/// The constants of [`neg_ln_unit`], together in one cache line. Written as float literals in the
+/// code, they would each be loaded from wherever the linker put them in the merged constant pool:
+/// a dozen scattered lines, each a cache miss on a path that runs once per 512 KiB.
+#[repr(C, align(64))]
+struct LnConstants([f64; 8]);
+
+static LN_CONSTANTS: LnConstants = LnConstants([
+    1.0,
+    1.0 / 3.0,
+    1.0 / 5.0,
+    1.0 / 7.0,
+    1.0 / 9.0,
+    1.0 / 11.0,
+    std::f64::consts::LN_2,
+    0.0,
+]);
+
+/// The bits of √2 as an f64 in [1, 2): mantissas above it are halved into [√½, 1).
+const SQRT_2_BITS: u64 = 0x3FF6_A09E_667F_3BCD;
+
+/// `−ln(k·2⁻⁵³)` for `k` in 1..=2⁵³, to within a few ulps, from integer bit operations, one
+/// division and one line of constants (libm's `log` reads a 4 KiB table). With `k = 2^e·m`,
+/// `m` is brought into [√½, √2) and `ln m = 2·atanh(s)` for `s = (m − 1)/(m + 1)`, `|s| ≤ 0.1716`,
+/// is summed to `s¹¹` (the next term is below 2e−11 of the result):
+/// `−ln(k·2⁻⁵³) = (53 − e)·ln 2 − ln m`.
+fn neg_ln_unit(k: u64) -> f64 {
+    debug_assert!((1..=1 << 53).contains(&k));
+    // SAFETY: LN_CONSTANTS is an initialised, aligned static; a volatile read keeps the compiler
+    // from folding its values back into scattered constant-pool loads.
+    let [one, c3, c5, c7, c9, c11, ln_2, _] = unsafe { std::ptr::read_volatile(&LN_CONSTANTS.0) };
+    let lz = k.leading_zeros();
+    let mut e = 63 - lz as i64;
+    // Shift the leading 1 out and keep the next 52 bits as the mantissa of m in [1, 2).
+    let mut bits = (((k << lz) << 1) >> 12) | (1023 << 52);
+    if bits > SQRT_2_BITS {
+        // m/2 in [√½, 1): one less in the exponent field.
+        bits -= 1 << 52;
+        e += 1;
+    }
+    let m = f64::from_bits(bits);
+    let s = (m - one) / (m + one);
+    let s2 = s * s;
+    let series = one + s2 * (c3 + s2 * (c5 + s2 * (c7 + s2 * (c9 + s2 * c11))));
+    (53 - e) as f64 * ln_2 - (s + s) * series
 }
 
 /// splitmix64: a tiny, well-mixed generator; state advances by a constant.
@@ -130,21 +212,17 @@ fn splitmix64(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn next_random() -> u64 {
-    RNG_STATE
-        .try_with(|s| {
-            let mut state = s.get();
-            let r = splitmix64(&mut state);
-            s.set(state);
-            r
-        })
-        .unwrap_or(0x2545_F491_4F6C_DD1D)
+fn next_random(t: &ThreadState) -> u64 {
+    let mut state = t.rng.get();
+    let r = splitmix64(&mut state);
+    t.rng.set(state);
+    r
 }
 
 /// Seeds this thread's generator: from the configured seed and the thread's uid when a seed is
 /// set (deterministic per thread creation order), else from address and clock entropy.
-fn reseed_this_thread() {
-    let uid = thread_uid();
+fn reseed(t: &ThreadState) {
+    let uid = uid_of(t);
     // Ordering: SEEDED and SEED are plain settings; a racing `reseed` may be seen half-way, which
     // only means this thread picks up the new seed at its next generation change.
     let state = if SEEDED.load(Ordering::Relaxed) {
@@ -155,7 +233,7 @@ fn reseed_this_thread() {
         let mut s = (std::ptr::addr_of!(local) as u64) ^ uid.rotate_left(32) ^ clock_nanos();
         splitmix64(&mut s) ^ splitmix64(&mut s)
     };
-    let _ = RNG_STATE.try_with(|c| c.set(state));
+    t.rng.set(state);
 }
 
 fn clock_nanos() -> u64 {
@@ -168,44 +246,44 @@ fn clock_nanos() -> u64 {
     (ts.tv_sec as u64).wrapping_mul(1_000_000_000) ^ ts.tv_nsec as u64
 }
 
+fn uid_of(t: &ThreadState) -> u64 {
+    let uid = t.uid.get();
+    if uid != u64::MAX {
+        return uid;
+    }
+    // Ordering: a unique-ticket counter; nothing else is published through it.
+    let uid = NEXT_THREAD_UID.fetch_add(1, Ordering::Relaxed);
+    t.uid.set(uid);
+    uid
+}
+
 /// This thread's uid, assigned on first use in the order threads ask.
 pub(crate) fn thread_uid() -> u64 {
-    THREAD_UID
-        .try_with(|c| {
-            let uid = c.get();
-            if uid != u64::MAX {
-                return uid;
-            }
-            // Ordering: a unique-ticket counter; nothing else is published through it.
-            let uid = NEXT_THREAD_UID.fetch_add(1, Ordering::Relaxed);
-            c.set(uid);
-            uid
-        })
-        .unwrap_or(u64::MAX - 1)
+    THREAD.try_with(uid_of).unwrap_or(u64::MAX - 1)
 }
 
 /// Makes every thread redraw its countdown at its next slow path, and the calling thread at its
 /// next allocation.
 pub(crate) fn settings_changed() {
-    // Ordering: see `on_countdown_expired`; the counter carries no data.
-    GENERATION.fetch_add(1, Ordering::Relaxed);
-    if IN_PROFILER.try_with(Cell::get).unwrap_or(false) {
-        let _ = SAVED_COUNTDOWN.try_with(|c| c.set(0));
-    } else {
-        let _ = BYTES_UNTIL_SAMPLE.try_with(|c| c.set(0));
-    }
+    config::bump_generation();
+    // Inside a guard, the guard's end sees the new generation and does this.
+    let _ = THREAD.try_with(|t| {
+        if !t.in_profiler.get() {
+            t.countdown.set(0);
+        }
+    });
 }
 
 /// Sets (or clears) the seed and restarts every thread's countdown from it.
 pub(crate) fn set_seed(seed: Option<u64>) {
-    // Ordering: settings read on their own (see `reseed_this_thread`).
+    // Ordering: settings read on their own (see `reseed`).
     SEED.store(seed.unwrap_or(0), Ordering::Relaxed);
     SEEDED.store(seed.is_some(), Ordering::Relaxed);
     settings_changed();
 }
 
 /// Countdown while inside a [`Guard`]: the profiler's own allocations never reach the slow path.
-const GUARDED_COUNTDOWN: i64 = 1 << 62;
+const GUARDED_COUNTDOWN: u64 = 1 << 62;
 
 /// The re-entrancy guard: while one is alive on a thread, that thread's allocations are never
 /// sampled (they go straight to the inner allocator) and do not consume its countdown, so the
@@ -213,30 +291,45 @@ const GUARDED_COUNTDOWN: i64 = 1 << 62;
 /// deterministic. Restores the previous state on drop, so guards nest.
 pub(crate) struct Guard {
     was_inside: bool,
+    /// The countdown parked by the outermost guard.
+    saved_countdown: u64,
 }
 
 impl Guard {
     /// Marks this thread as inside the profiler.
     pub(crate) fn enter() -> Guard {
-        let was_inside = IN_PROFILER.try_with(|c| c.replace(true)).unwrap_or(true);
-        if !was_inside {
-            let _ = BYTES_UNTIL_SAMPLE.try_with(|left| {
-                let _ = SAVED_COUNTDOWN.try_with(|saved| saved.set(left.get()));
-                left.set(GUARDED_COUNTDOWN);
-            });
-        }
-        Guard { was_inside }
+        THREAD
+            .try_with(|t| {
+                let was_inside = t.in_profiler.replace(true);
+                let saved_countdown = if was_inside {
+                    0
+                } else {
+                    t.countdown.replace(GUARDED_COUNTDOWN)
+                };
+                Guard {
+                    was_inside,
+                    saved_countdown,
+                }
+            })
+            .unwrap_or(Guard {
+                was_inside: true,
+                saved_countdown: 0,
+            })
     }
 }
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if !self.was_inside {
-            let _ = BYTES_UNTIL_SAMPLE.try_with(|left| {
-                let _ = SAVED_COUNTDOWN.try_with(|saved| left.set(saved.get()));
-            });
-        }
-        let _ = IN_PROFILER.try_with(|c| c.set(self.was_inside));
+        let _ = THREAD.try_with(|t| {
+            if !self.was_inside {
+                // Settings changed meanwhile (maybe by this very thread): restart the countdown
+                // at the next allocation, as `settings_changed` does outside a guard.
+                let changed = t.seen_generation.get() != config::generation();
+                t.countdown
+                    .set(if changed { 0 } else { self.saved_countdown });
+            }
+            t.in_profiler.set(self.was_inside);
+        });
     }
 }
 
@@ -261,8 +354,48 @@ mod tests {
     }
 
     #[test]
-    fn countdown_is_at_least_one_byte() {
-        assert_eq!(draw_countdown(u64::MAX, 1), 1);
+    fn an_allocation_is_sampled_with_probability_one_minus_e_to_the_minus_z_over_r() {
+        // An allocation of Z bytes is a sample when Z > countdown.
+        let mut state = 11;
+        let period = 4096u64;
+        let n = 400_000;
+        let draws: Vec<u64> = (0..n)
+            .map(|_| draw_countdown(splitmix64(&mut state), period))
+            .collect();
+        for z in [1u64, 64, 1000, 4096, 20_000] {
+            let hits = draws.iter().filter(|&&d| z > d).count() as f64;
+            let p = 1.0 - (-(z as f64) / period as f64).exp();
+            let se = (p * (1.0 - p) / n as f64).sqrt();
+            let got = hits / n as f64;
+            assert!((got - p).abs() < 5.0 * se + 1e-6, "z {z}: {got} vs {p}");
+        }
+        // u = 1 draws 0: the very next byte is picked.
+        assert_eq!(draw_countdown(u64::MAX, 1 << 19), 0);
         assert!(draw_countdown(0, 1 << 19) > 1 << 19);
+    }
+
+    #[test]
+    fn table_free_logarithm_matches_libm() {
+        let mut state = 3;
+        let mut worst = 0.0f64;
+        let sqrt_half_k = (std::f64::consts::FRAC_1_SQRT_2 * (1u64 << 53) as f64) as u64;
+        let fixed = [
+            1,
+            2,
+            3,
+            1 << 52,
+            (1 << 53) - 1,
+            sqrt_half_k,
+            sqrt_half_k + 1,
+            12345,
+        ];
+        let random = (0..200_000).map(|_| (splitmix64(&mut state) >> 11) + 1);
+        for k in fixed.into_iter().chain(random) {
+            let want = -(k as f64 / (1u64 << 53) as f64).ln();
+            let got = neg_ln_unit(k);
+            worst = worst.max((got - want).abs() / want);
+        }
+        assert_eq!(neg_ln_unit(1 << 53), 0.0);
+        assert!(worst < 1e-10, "worst relative error {worst:e}");
     }
 }

@@ -13,7 +13,6 @@
 //!   tables, so it is complete without frame pointers, but it is slower and `_Unwind_Find_FDE`
 //!   takes a process-wide lock.
 
-use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::sync::RwLock;
 
@@ -51,11 +50,6 @@ impl UnwinderChoice {
 /// Held for reading around every libgcc unwind and for writing across `fork`, so that a child is
 /// never born while another thread holds libgcc's unwinder lock.
 pub(crate) static UNWIND_LOCK: RwLock<()> = RwLock::new(());
-
-thread_local! {
-    /// Top (highest address, exclusive) of this thread's stack; 0 = not asked yet, 1 = unknown.
-    static STACK_TOP: Cell<usize> = const { Cell::new(0) };
-}
 
 /// Whether this build keeps frame pointers well enough for [`Unwinder::FramePointer`]: the
 /// frame-pointer walk from a probe function must return at least 3 frames, and its first 8 (or
@@ -113,14 +107,14 @@ pub(crate) fn capture_uninit(
 }
 
 fn stack_top() -> usize {
-    STACK_TOP
-        .try_with(|top| {
-            if top.get() == 0 {
-                top.set(ask_stack_top().unwrap_or(1));
-            }
-            top.get()
-        })
-        .unwrap_or(1)
+    // Kept in the thread's `sampler::ThreadState`, the line the sampled path has in cache anyway.
+    crate::sampler::with_thread(|t| {
+        if t.stack_top.get() == 0 {
+            t.stack_top.set(ask_stack_top().unwrap_or(1));
+        }
+        t.stack_top.get()
+    })
+    .unwrap_or(1)
 }
 
 fn ask_stack_top() -> Option<usize> {

@@ -97,12 +97,6 @@ impl<T> std::ops::Deref for CacheLine<T> {
     }
 }
 
-impl<T> std::ops::DerefMut for CacheLine<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
-
 /// Live samples by address, sharded so that frees on different threads rarely meet; one shard
 /// per cache line, so that threads using different shards do not share lines.
 pub(crate) static LIVE: [CacheLine<Mutex<LiveShard>>; SHARDS] =
@@ -122,25 +116,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One distinct stack.
 pub(crate) struct StackRecord {
-    /// Return addresses, innermost first.
+    /// Return addresses, innermost first. Never moved or freed once interned: threads keep their
+    /// address in their stack caches (`accum`).
     pub(crate) frames: Box<[u64]>,
-    /// Allocated since start, per thread uid (the stack's total is their sum, [`Self::accum`]).
-    /// One entry per cache line: each thread only writes its own, so threads sampling the same
-    /// stack do not take each other's lines.
-    pub(crate) threads: Vec<CacheLine<(u64, Estimate)>>,
     /// Next record with the same hash (`u32::MAX`: none).
     next_same_hash: u32,
-}
-
-impl StackRecord {
-    /// Allocated since start, all threads: the sum of the per-thread figures.
-    pub(crate) fn accum(&self) -> Estimate {
-        let mut total = Estimate::default();
-        for t in &self.threads {
-            total.add(&t.1);
-        }
-        total
-    }
 }
 
 /// The hash a stack is interned under: four independent multiply chains over every fourth frame
@@ -171,12 +151,10 @@ pub(crate) fn stack_hash(frames: &[u64]) -> u64 {
     h.finish()
 }
 
-/// Interned stacks.
+/// Interned stacks. What was allocated from each is charged to the allocating thread's own table
+/// (`accum`), not here.
 #[derive(Default)]
 pub(crate) struct StackTable {
-    /// Samples recorded since start (counted here, under the table's lock that every sample
-    /// takes anyway, rather than in a shared atomic that would be one more contended line).
-    pub(crate) samples_taken: u64,
     /// Hash of frames → first record with that hash.
     by_hash: Map<u64, u32>,
     /// Records; an index is a stack id.
@@ -187,19 +165,12 @@ pub(crate) struct StackTable {
 pub(crate) static STACKS: Mutex<Option<StackTable>> = Mutex::new(None);
 
 impl StackTable {
-    /// Finds or adds `frames`, charges `accum` to it for `thread`, and returns its id; `None` when
-    /// the stack is new and the table already holds `max_stacks` stacks.
+    /// Finds or adds `frames` and returns its id; `None` when the stack is new and the table
+    /// already holds `max_stacks` stacks.
     ///
-    /// `hash` is [`stack_hash`]`(frames)`, computed by the caller before it takes the table's lock.
-    pub(crate) fn intern_and_charge(
-        &mut self,
-        frames: &[u64],
-        hash: u64,
-        thread: u64,
-        accum: &Estimate,
-        max_stacks: usize,
-    ) -> Option<u32> {
-        debug_assert_eq!(hash, stack_hash(frames));
+    /// `hash` is [`stack_hash`]`(frames)`, computed by the caller before it takes the table's lock
+    /// (any hash works: equal hashes with different frames are chained).
+    pub(crate) fn intern(&mut self, frames: &[u64], hash: u64, max_stacks: usize) -> Option<u32> {
         let mut id = self.by_hash.get(&hash).copied().unwrap_or(u32::MAX);
         while id != u32::MAX && *self.records[id as usize].frames != *frames {
             id = self.records[id as usize].next_same_hash;
@@ -212,16 +183,9 @@ impl StackTable {
             let next_same_hash = self.by_hash.insert(hash, id).unwrap_or(u32::MAX);
             self.records.push(StackRecord {
                 frames: frames.into(),
-                threads: Vec::new(),
                 next_same_hash,
             });
         }
-        let record = &mut self.records[id as usize];
-        match record.threads.iter_mut().find(|t| t.0 .0 == thread) {
-            Some(t) => t.0 .1.add(accum),
-            None => record.threads.push(CacheLine((thread, *accum))),
-        }
-        self.samples_taken += 1;
         Some(id)
     }
 
@@ -229,15 +193,8 @@ impl StackTable {
     pub(crate) fn metadata_bytes(&self) -> usize {
         let map = self.by_hash.capacity() * (std::mem::size_of::<(u64, u32)>() + 1);
         let records = self.records.capacity() * std::mem::size_of::<StackRecord>();
-        let inner: usize = self
-            .records
-            .iter()
-            .map(|r| {
-                r.frames.len() * 8
-                    + r.threads.capacity() * std::mem::size_of::<CacheLine<(u64, Estimate)>>()
-            })
-            .sum();
-        map + records + inner
+        let frames: usize = self.records.iter().map(|r| r.frames.len() * 8).sum();
+        map + records + frames
     }
 }
 
@@ -253,19 +210,24 @@ mod tests {
     #[test]
     fn interning_finds_equal_stacks_and_caps_distinct_ones() {
         let mut t = StackTable::default();
-        let e = sample_estimate(8, 8, 1 << 19);
-        let intern = |t: &mut StackTable, frames: &[u64], thread| {
-            t.intern_and_charge(frames, stack_hash(frames), thread, &e, 2)
-        };
-        let a = intern(&mut t, &[1, 2, 3], 0).unwrap();
-        let b = intern(&mut t, &[1, 2, 4], 1).unwrap();
+        let intern = |t: &mut StackTable, frames: &[u64]| t.intern(frames, stack_hash(frames), 2);
+        let a = intern(&mut t, &[1, 2, 3]).unwrap();
+        let b = intern(&mut t, &[1, 2, 4]).unwrap();
         assert_ne!(a, b);
-        assert_eq!(intern(&mut t, &[1, 2, 3], 1), Some(a));
-        assert_eq!(intern(&mut t, &[9], 0), None);
-        let r = &t.records[a as usize];
-        assert_eq!(r.threads.len(), 2);
-        assert!((r.accum().objects - 2.0 * e.objects).abs() < 1e-6);
-        assert_eq!(t.samples_taken, 3);
+        assert_eq!(intern(&mut t, &[1, 2, 3]), Some(a));
+        assert_eq!(intern(&mut t, &[9]), None);
+        assert_eq!(&*t.records[b as usize].frames, &[1, 2, 4]);
+    }
+
+    #[test]
+    fn equal_hashes_with_different_frames_are_different_stacks() {
+        let mut t = StackTable::default();
+        // Forced collision: both interned under hash 7.
+        let a = t.intern(&[1, 2], 7, 10).unwrap();
+        let b = t.intern(&[3, 4], 7, 10).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.intern(&[1, 2], 7, 10), Some(a));
+        assert_eq!(t.intern(&[3, 4], 7, 10), Some(b));
     }
 
     #[test]
