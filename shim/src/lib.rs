@@ -24,14 +24,17 @@
 //! workload with known live bytes per call site and prints estimate, 95% interval and truth.
 //!
 //! ## How it works
-//! - **Sampling** (`sampler.rs`, the only code on the fast path): each thread keeps
-//!   `bytes_until_sample`, drawn from the exponential distribution with mean R; every allocation
-//!   subtracts its *requested* size. The fast path is that thread-local subtract and compare: no
-//!   lock, no atomic read-modify-write, no allocation. When the counter runs out, the allocation is
-//!   a sample: it has probability `p = 1 − e^(−Z/R)` and stands for `1/p` objects and
+//! - **Sampling** (`sampler.rs`, the only code on the fast path): each thread keeps a countdown of
+//!   bytes, drawn from the exponential distribution with mean R; every allocation subtracts its
+//!   *requested* size. The fast path is that thread-local subtract and a branch on its borrow: no
+//!   lock, no atomic read-modify-write, no allocation. When the size exceeds what was left, the
+//!   allocation is a sample: it has probability `p = 1 − e^(−Z/R)` and stands for `1/p` objects and
 //!   `usable/p` bytes (usable = jemalloc's size class, `sallocx`), with variance
 //!   `usable²(1 − p)/p²`, summed per stack (`design-notes.md` §1–2). `realloc` counts as a free of
-//!   the old block and an allocation of the new one.
+//!   the old block and an allocation of the new one. Everything the profiler keeps per thread
+//!   (countdown, generator, settings generation, uid, stack top, sampled tcache, table) is one
+//!   64-byte thread-local, and the settings the sampled path reads share one cache line, so a
+//!   sample does not miss the cache once per variable.
 //! - **The sampled arena** (`arena.rs`): sampled objects come from a dedicated jemalloc arena
 //!   (`arenas.create` with custom extent hooks) over one reserved address range (64 GiB of address
 //!   space by default, no memory). Each thread allocates and frees sampled objects through an
@@ -45,9 +48,15 @@
 //!   sparse samples share slabs instead of creating and destroying one per sample. **Whatever `A`
 //!   is, sampled objects always live in jemalloc's sampled arena**: the profiler always links
 //!   jemalloc.
-//! - **Stacks** (`stack.rs`): captured on the sampled path only, into a fixed on-stack buffer of
-//!   `max_frames` (default 128, at most 256), interned in a table capped at `max_stacks`; live
-//!   samples sit in 64 address-sharded tables; each record has room for a scope label.
+//! - **Stacks** (`stack.rs`, `table.rs`, `accum.rs`): captured on the sampled path only, into a
+//!   fixed on-stack buffer of `max_frames` (default 128, at most 256), interned in one table capped
+//!   at `max_stacks`. Each thread charges its samples to a table of its own (a 64-entry cache of
+//!   the stacks it interned, with their pending figures, and its figures per stack), behind a mutex
+//!   that only the thread, a snapshot or `fork` takes: a sample whose stack the thread has seen
+//!   takes no shared lock and writes no shared line for it. A thread's table outlives it and is
+//!   taken over by the next new thread, so tables are bounded by the threads alive at once and
+//!   exited threads keep their figures. Live samples sit in 64 address-sharded tables; each record
+//!   has room for a scope label.
 //! - **Dumps**: per stack, in-use (live now) and accumulated (allocated since start) estimates,
 //!   per-thread lines, `MAPPED_LIBRARIES` from `/proc/self/maps`, and by default a `--- symbol`
 //!   section built in-process.
@@ -110,8 +119,10 @@
 //!   (a `const`-initialised thread-local guard), and all thread-local state is `const`-initialised
 //!   without destructors, so allocations before `main`, in exiting threads and during thread-local
 //!   destruction work (they are sampled or passed through, never lost).
-//! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork`, so a child can
-//!   allocate and dump while other threads of the parent were inside the profiler (tested).
+//! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
+//!   everywhere: symbolizer, unwinder, arena creation, `dump_on_exit`, thread-table registry,
+//!   thread tables, stack table, live shards), so a child can allocate and dump while other threads
+//!   of the parent were inside the profiler (tested).
 //! - Bounded metadata: at most `max_stacks` distinct stacks; a sample with a new stack beyond that,
 //!   or that the exhausted arena cannot serve, is *dropped*: its allocation comes from the inner
 //!   allocator unrecorded, and the drop is counted in [`stats`] and in the dump (`# shim_…`
@@ -121,7 +132,11 @@
 //! - One profiler per process: the state is global, whichever `Profiled` value allocates.
 //! - Settings changed at run time reach other threads at their next sample (or within 64 MiB of
 //!   allocation while sampling is off).
-//! - Snapshots are consistent per shard, not across shards: frees racing a dump may or may not show.
+//! - Snapshots are consistent per shard, not across shards: frees racing a dump may or may not show;
+//!   a stack first seen while a snapshot runs may be left out of it.
+//! - Each thread that ever sampled holds a table of its own (about 4.5 KiB plus its per-stack
+//!   figures) that is never freed, only handed to the next new thread: memory bounded by the most
+//!   threads that sampled at once.
 //! - The symbolizer's peak is measured with jemalloc's per-thread counters between address lookups
 //!   (temporaries inside one lookup are missed), and only covers allocations that reach jemalloc.
 //! - Each thread that allocates or frees a sampled object holds one of jemalloc's explicit tcaches

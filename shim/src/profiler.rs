@@ -13,7 +13,7 @@ use tikv_jemalloc_sys as jem;
 use crate::accum::{self, ChargeError, ThreadTable, REGISTRY};
 use crate::sampler::Guard;
 use crate::stack::{Unwinder, UnwinderChoice, MAX_FRAMES_LIMIT};
-use crate::table::{self, lock, LiveSample, LiveShard, Map, StackTable, LIVE, SHARDS, STACKS};
+use crate::table::{self, lock, LiveSample, LiveShard, StackTable, LIVE, SHARDS, STACKS};
 use crate::{arena, config, sampler, stack, symbolize, Dropped, Stats, SymbolizerCost};
 
 static INIT_STATE: AtomicU8 = AtomicU8::new(0);
@@ -153,12 +153,7 @@ pub(crate) unsafe fn alloc_sampled(
         thread,
         scope: 0,
     };
-    {
-        let mut shard = lock(table::shard_of(ptr as usize));
-        shard
-            .get_or_insert_with(|| Map::with_capacity_and_hasher(64, Default::default()))
-            .insert(ptr as usize, record);
-    }
+    lock(table::shard_of(ptr as usize)).insert(ptr as usize, record);
     Some(ptr)
 }
 
@@ -168,12 +163,7 @@ pub(crate) unsafe fn alloc_sampled(
 /// `ptr` lies in the sampled arena ([`arena::contains`]) and was allocated with `layout` (the
 /// `GlobalAlloc::dealloc` contract).
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
-    {
-        let mut shard = lock(table::shard_of(ptr as usize));
-        if let Some(map) = shard.as_mut() {
-            map.remove(&(ptr as usize));
-        }
-    }
+    lock(table::shard_of(ptr as usize)).remove(ptr as usize);
     // The arena exists: ptr lies in its range.
     let flags = arena::flags(layout.size(), layout.align()).unwrap_or(jem::MALLOCX_TCACHE_NONE);
     // SAFETY: ptr was allocated by mallocx in the sampled arena with this size and alignment
@@ -189,10 +179,8 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
     let mut live: Vec<LiveSample> = Vec::new();
     for shard in LIVE.iter() {
         let shard = lock(shard);
-        if let Some(map) = shard.as_ref() {
-            live.reserve(map.len());
-            live.extend(map.values().copied());
-        }
+        live.reserve(shard.len());
+        live.extend(shard.samples().copied());
     }
     let mut stacks: Vec<Stack> = {
         let table = lock(&STACKS);
@@ -316,11 +304,10 @@ pub(crate) fn stats() -> Stats {
     let mut metadata = 0usize;
     for shard in LIVE.iter() {
         let shard = lock(shard);
-        if let Some(map) = shard.as_ref() {
-            live_samples += map.len() as u64;
-            metadata += table::live_map_bytes(map);
-        }
+        live_samples += shard.len() as u64;
+        metadata += shard.heap_bytes();
     }
+    metadata += std::mem::size_of_val(&LIVE);
     let mut samples_taken = 0u64;
     let tables = thread_tables();
     let thread_tables = tables.len() as u64;

@@ -82,8 +82,98 @@ pub(crate) fn sample_estimate(requested: usize, usable: usize, period: u64) -> E
 /// Number of live-sample shards (a power of two).
 pub(crate) const SHARDS: usize = 64;
 
-/// One shard of the live-sample table (created at its first sample).
-pub(crate) type LiveShard = Option<Map<usize, LiveSample>>;
+/// Live samples a shard holds in place before it spills into a hash map: as many addresses as fit
+/// in the cache line that also holds the shard's lock.
+pub(crate) const INLINE_SAMPLES: usize = 7;
+
+/// One shard of the live-sample table.
+///
+/// A sample's data is cold by the time it is freed (the program has churned through megabytes
+/// since), so what a record or a removal costs is mostly the lines it touches. The first seven
+/// live samples of a shard are kept in place: their addresses in the line that holds the shard's
+/// lock, their records in the lines after. Removing one of them touches only that first line;
+/// adding one, that line and the record's. A hash map takes the rest (a shard holds about
+/// `live samples / 64`). `repr(C)` keeps the addresses first, right after the mutex's own word.
+#[repr(C)]
+pub(crate) struct LiveShard {
+    /// Addresses of the in-place samples; 0 marks a free place (sampled addresses are never 0).
+    addresses: [usize; INLINE_SAMPLES],
+    records: [LiveSample; INLINE_SAMPLES],
+    overflow: Option<Map<usize, LiveSample>>,
+}
+
+const NO_SAMPLE: LiveSample = LiveSample {
+    requested: 0,
+    usable: 0,
+    period: 0,
+    stack: 0,
+    thread: 0,
+    scope: 0,
+};
+
+impl LiveShard {
+    const fn new() -> LiveShard {
+        LiveShard {
+            addresses: [0; INLINE_SAMPLES],
+            records: [NO_SAMPLE; INLINE_SAMPLES],
+            overflow: None,
+        }
+    }
+
+    /// Records the live sample at `addr` (not already recorded; never 0).
+    pub(crate) fn insert(&mut self, addr: usize, record: LiveSample) {
+        debug_assert_ne!(addr, 0);
+        match self.addresses.iter().position(|&a| a == 0) {
+            Some(i) => {
+                self.addresses[i] = addr;
+                self.records[i] = record;
+            }
+            None => {
+                self.overflow
+                    .get_or_insert_with(|| Map::with_capacity_and_hasher(64, Default::default()))
+                    .insert(addr, record);
+            }
+        }
+    }
+
+    /// Forgets the sample at `addr`; false if there was none.
+    pub(crate) fn remove(&mut self, addr: usize) -> bool {
+        match self.addresses.iter().position(|&a| a == addr) {
+            Some(i) => {
+                self.addresses[i] = 0;
+                true
+            }
+            None => self
+                .overflow
+                .as_mut()
+                .is_some_and(|map| map.remove(&addr).is_some()),
+        }
+    }
+
+    /// Every live sample of the shard.
+    pub(crate) fn samples(&self) -> impl Iterator<Item = &LiveSample> + '_ {
+        let in_place = self
+            .addresses
+            .iter()
+            .zip(&self.records)
+            .filter(|(&a, _)| a != 0)
+            .map(|(_, r)| r);
+        in_place.chain(self.overflow.iter().flat_map(|map| map.values()))
+    }
+
+    /// Number of live samples.
+    pub(crate) fn len(&self) -> usize {
+        let in_place = self.addresses.iter().filter(|&&a| a != 0).count();
+        in_place + self.overflow.as_ref().map_or(0, |map| map.len())
+    }
+
+    /// Heap bytes the shard holds (the in-place part is static).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.overflow.as_ref().map_or(0, |map| {
+            map.capacity() * (std::mem::size_of::<(usize, LiveSample)>() + 1)
+        })
+    }
+}
 
 /// A value alone in its cache line(s), so that threads writing neighbouring values do not keep
 /// taking the line from each other (false sharing).
@@ -97,10 +187,10 @@ impl<T> std::ops::Deref for CacheLine<T> {
     }
 }
 
-/// Live samples by address, sharded so that frees on different threads rarely meet; one shard
-/// per cache line, so that threads using different shards do not share lines.
+/// Live samples by address, sharded so that frees on different threads rarely meet; each shard
+/// starts a cache line, so that threads using different shards do not share lines.
 pub(crate) static LIVE: [CacheLine<Mutex<LiveShard>>; SHARDS] =
-    [const { CacheLine(Mutex::new(None)) }; SHARDS];
+    [const { CacheLine(Mutex::new(LiveShard::new())) }; SHARDS];
 
 /// The shard holding address `addr`.
 pub(crate) fn shard_of(addr: usize) -> &'static Mutex<LiveShard> {
@@ -198,11 +288,6 @@ impl StackTable {
     }
 }
 
-/// Bytes a live-sample map holds.
-pub(crate) fn live_map_bytes(map: &Map<usize, LiveSample>) -> usize {
-    map.capacity() * (std::mem::size_of::<(usize, LiveSample)>() + 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +329,47 @@ mod tests {
         assert_ne!(stack_hash(&swapped), h);
         assert_ne!(stack_hash(&base[..36]), h);
         assert_ne!(stack_hash(&[]), stack_hash(&[0]));
+    }
+
+    #[test]
+    fn a_shard_keeps_every_sample_in_place_or_spilled_until_it_is_removed() {
+        let mut shard = LiveShard::new();
+        let record = |n: usize| LiveSample {
+            requested: n,
+            ..NO_SAMPLE
+        };
+        let n = 3 * INLINE_SAMPLES;
+        for addr in 1..=n {
+            shard.insert(addr * 16, record(addr));
+        }
+        assert_eq!(shard.len(), n);
+        // Remove every other one, in place and spilled alike, then reuse the freed places.
+        for addr in (1..=n).step_by(2) {
+            assert!(shard.remove(addr * 16), "{addr}");
+            assert!(!shard.remove(addr * 16), "{addr} removed twice");
+        }
+        for addr in n + 1..=n + 4 {
+            shard.insert(addr * 16, record(addr));
+        }
+        let mut left: Vec<usize> = shard.samples().map(|r| r.requested).collect();
+        left.sort_unstable();
+        let want: Vec<usize> = (2..=n).step_by(2).chain(n + 1..=n + 4).collect();
+        assert_eq!(left, want);
+        assert_eq!(shard.len(), want.len());
+    }
+
+    #[test]
+    fn a_shards_lock_and_in_place_addresses_share_one_cache_line() {
+        let shard = &LIVE[SHARDS - 1];
+        let start = shard as *const CacheLine<Mutex<LiveShard>> as usize;
+        assert_eq!(start % 64, 0);
+        let guard = lock(shard);
+        let addresses = guard.addresses.as_ptr() as usize;
+        let end = addresses + std::mem::size_of_val(&guard.addresses);
+        assert!(
+            addresses > start && end <= start + 64,
+            "{start:#x} {addresses:#x}"
+        );
     }
 
     #[test]
