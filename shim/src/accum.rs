@@ -228,6 +228,8 @@ pub(crate) fn this_thread() -> MutexGuard<'static, ThreadTable> {
         // SAFETY: the key exists and is never deleted; the value is a non-null address.
         unsafe { libc::pthread_setspecific(key, word as *const c_void) };
     }
+    // The thread-local is `const` without a destructor, so this never fails on Linux; if it did,
+    // every sample of the thread would take a table of its own from the registry.
     crate::sampler::with_thread(|t| t.table.set(word));
     lock(table)
 }

@@ -137,13 +137,15 @@ pub(crate) unsafe fn alloc_sampled(
 
     let hash = table::stack_hash(frames);
     let charged = accum::this_thread().charge(frames, hash, &estimate, config::max_stacks());
-    let Ok(stack_id) = charged else {
-        let ChargeError::TableFull = charged.unwrap_err();
-        // SAFETY: ptr came from mallocx with these flags and this size, and was never exposed.
-        unsafe { jem::sdallocx(ptr.cast(), size, flags) };
-        // Ordering: a statistics counter.
-        DROPPED_STACK_TABLE_FULL.fetch_add(1, Ordering::Relaxed);
-        return None;
+    let stack_id = match charged {
+        Ok(id) => id,
+        Err(ChargeError::TableFull) => {
+            // SAFETY: ptr came from mallocx with these flags and this size, and was never exposed.
+            unsafe { jem::sdallocx(ptr.cast(), size, flags) };
+            // Ordering: a statistics counter.
+            DROPPED_STACK_TABLE_FULL.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
     };
     let record = LiveSample {
         requested: size,

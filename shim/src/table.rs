@@ -1,4 +1,4 @@
-//! The profiler's tables: interned stacks (with accumulated figures) and live samples by address.
+//! The profiler's shared tables: interned stacks and live samples by address.
 //!
 //! Both sit behind `std::sync::Mutex` (futex-based on Linux: it never allocates). The tables
 //! themselves allocate only while their lock is held *and* the thread is inside the re-entrancy
