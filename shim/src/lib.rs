@@ -99,15 +99,15 @@
 //! forked child does not overwrite its parent's dump).
 //!
 //! ## Cost (measured; commands and the full table in the crate's README)
-//! On a 2-thread churn of 2 × 20 M allocations of 16–4096 bytes (about 80 GB/s of allocation, so
-//! about 220,000 samples/s at R = 512 KiB), relative to plain jemalloc in CPU time, on a noisy
-//! 2-core machine (`RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p jeprof-shim --bench churn
-//! --bench churn_plain`): sampling off 1.00–1.07×; R = 512 KiB with frame pointers 1.05–1.07×
-//! (before the per-thread sampled tcaches: 1.09–1.14×); with libgcc 1.39–1.47×; jemalloc's own
-//! profiler (`prof:true,lg_prof_sample:19`) 1.50–1.58×. One sampled allocation (capture and record,
-//! 32 frames): 0.13–0.2 µs with frame pointers, about 5 µs with libgcc. A dump of 100,000 live
-//! samples: about 10 ms raw, about 100 ms symbolized, with a symbolizer peak of about 50 MB that is
-//! released right after (about 20 KB kept).
+//! On a 2-thread churn of 2 × 20 M allocations of 16–4096 bytes (82 GB in about 0.64 s of CPU, so
+//! about 245,000 samples per CPU-second at R = 512 KiB), relative to plain jemalloc in CPU time, on
+//! a noisy 2-core machine (`RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p jeprof-shim
+//! --bench churn --bench churn_plain`): sampling off 1.01–1.03×; R = 512 KiB with frame pointers
+//! about 1.05× (1.10–1.15× for the build before the per-thread tables, measured side by side); with
+//! libgcc 1.39×; jemalloc's own profiler (`prof:true,lg_prof_sample:19`) 1.50–1.53×. One sampled
+//! allocation (capture and record, 32 frames): 0.12–0.27 µs with frame pointers, about 5 µs with
+//! libgcc. A dump of 100,000 live samples: about 10 ms raw, about 100 ms symbolized, with a
+//! symbolizer peak of about 57 MB that is released right after (about 20 KB kept).
 //!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
