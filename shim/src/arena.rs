@@ -24,21 +24,19 @@ use std::sync::Mutex;
 
 use tikv_jemalloc_sys as jem;
 
-/// Start of the reserved range (0 until reserved). Written once, before `RANGE_LEN`.
-static RANGE_BASE: AtomicUsize = AtomicUsize::new(0);
-/// Length of the reserved range (0 until reserved). Written once, with Release, after
-/// `RANGE_BASE`; read with Acquire, so a thread that sees the length sees the base.
-static RANGE_LEN: AtomicUsize = AtomicUsize::new(0);
 /// Offset of the first byte of the range not yet handed to jemalloc.
 static BUMP: AtomicUsize = AtomicUsize::new(0);
 /// The words every free ([`contains`]) and every sample ([`flags`]) reads, in one cache line of
 /// their own that is written only while the arena is created, so it stays cached and shared.
 #[repr(C, align(64))]
 struct HotWords {
-    /// The range in one word, for [`contains`]: `base | log2(len)` (the range is a power of two
-    /// in size and aligned to it, so the low bits of `base` are free). 0 until reserved. Written
-    /// once.
-    range_word: AtomicUsize,
+    /// Length of the reserved range, a power of two (0 until reserved). Written once, with
+    /// Release, after `range_base`; read with Acquire, so a thread that sees the length sees the
+    /// base.
+    range_len: AtomicUsize,
+    /// Start of the reserved range, aligned to its length. Written once, before `range_len`; until
+    /// then [`NO_BASE`].
+    range_base: AtomicUsize,
     /// jemalloc's index of the sampled arena (valid when `state == READY`).
     arena_index: AtomicUsize,
     /// `UNINIT`, `READY` or `FAILED`. Stored with Release after everything else; loaded with
@@ -46,8 +44,14 @@ struct HotWords {
     state: AtomicU8,
 }
 
+/// The base before the range exists: no user-space address (all below 2^63) xors with it to
+/// anything below 2^63, so with any length it matches nothing. [`contains`] may read an old base
+/// with a new length (or the reverse) and is still never wrong.
+const NO_BASE: usize = 1 << (usize::BITS - 1);
+
 static HOT: HotWords = HotWords {
-    range_word: AtomicUsize::new(0),
+    range_len: AtomicUsize::new(0),
+    range_base: AtomicUsize::new(NO_BASE),
     arena_index: AtomicUsize::new(0),
     state: AtomicU8::new(UNINIT),
 };
@@ -77,23 +81,34 @@ static HOOKS: Hooks = Hooks(UnsafeCell::new(jem::extent_hooks_t {
     merge: Some(extent_merge),
 }));
 
-/// True when `ptr` lies in the sampled arena's range: one load, xor, shift and compare.
+/// True when `ptr` lies in the sampled arena's range. The range is a power of two in size and
+/// aligned to it, so `ptr` is inside exactly when `ptr ^ base < len` (the xor clears the bits
+/// above the range's size only for pointers inside): two loads from one line, an xor and a
+/// compare.
 #[inline(always)]
 pub(crate) fn contains(ptr: *const u8) -> bool {
-    // Ordering: Relaxed is enough. The word is written once, before any pointer in the range
-    // exists; a thread holding a sampled pointer got it through a happens-before edge from the
-    // allocating thread (which read STATE with Acquire after the word was stored), so by
-    // coherence it cannot read the old 0. Before the store, the word 0 gives a shift of 0 and
-    // matches only the null pointer, which is never freed.
-    // Ordering: see the comments above (Relaxed: the word is written once; the bump RMW alone makes offsets unique).
-    let word = HOT.range_word.load(Ordering::Relaxed);
-    ((ptr as usize ^ word) >> (word & 63)) == 0
+    // Ordering: Relaxed is enough (and keeps the compiler free to keep values in registers around
+    // the check). Both words are written once, before any pointer in the range exists; a thread
+    // holding a sampled pointer got it through a happens-before edge from the allocating thread,
+    // so it reads both new values. A thread that has no such edge may read any mix of old and new
+    // values: an old length (0) matches nothing, and an old base (`NO_BASE`) matches nothing with
+    // any length, so a pointer outside the range is never taken for a sampled one.
+    let len = HOT.range_len.load(Ordering::Relaxed);
+    // Ordering: see above.
+    let base = HOT.range_base.load(Ordering::Relaxed);
+    in_range(ptr as usize, base, len)
+}
+
+/// `addr` in `[base, base + len)`, for `len` a power of two (or 0) and `base` aligned to it.
+#[inline(always)]
+fn in_range(addr: usize, base: usize, len: usize) -> bool {
+    (addr ^ base) < len
 }
 
 /// True once the range has been reserved (its size can no longer change).
 pub(crate) fn reserved() -> bool {
     // Ordering: see `contains`.
-    RANGE_LEN.load(Ordering::Acquire) != 0
+    HOT.range_len.load(Ordering::Acquire) != 0
 }
 
 /// Bytes of the range handed to jemalloc so far, and the range's size.
@@ -101,7 +116,7 @@ pub(crate) fn usage() -> (usize, usize) {
     // Ordering: statistics only.
     (
         BUMP.load(Ordering::Relaxed),
-        RANGE_LEN.load(Ordering::Acquire),
+        HOT.range_len.load(Ordering::Acquire),
     )
 }
 
@@ -312,13 +327,11 @@ fn reserve_range(len: usize) -> Option<()> {
             libc::munmap(end as *mut libc::c_void, raw + span - end);
         }
     }
-    // Ordering: RANGE_BASE is published by the Release store of RANGE_LEN right after.
-    RANGE_BASE.store(base, Ordering::Relaxed);
-    // Ordering: Release pairs with the Acquire loads in `reserved`, `usage` and the hooks.
-    RANGE_LEN.store(len, Ordering::Release);
-    // Ordering: see `contains`; also published by the Release store of STATE in `create`.
-    HOT.range_word
-        .store(base | len.trailing_zeros() as usize, Ordering::Relaxed);
+    // Ordering: the base is published by the Release store of the length right after.
+    HOT.range_base.store(base, Ordering::Relaxed);
+    // Ordering: Release pairs with the Acquire loads in `contains`, `reserved`, `usage` and the
+    // hooks.
+    HOT.range_len.store(len, Ordering::Release);
     Some(())
 }
 
@@ -378,8 +391,8 @@ unsafe extern "C" fn extent_alloc(
     _arena: c_uint,
 ) -> *mut c_void {
     // Ordering: see `contains`; the range is reserved before the arena (and so this hook) exists.
-    let len = RANGE_LEN.load(Ordering::Acquire);
-    let base = RANGE_BASE.load(Ordering::Relaxed);
+    let len = HOT.range_len.load(Ordering::Acquire);
+    let base = HOT.range_base.load(Ordering::Relaxed);
     let alignment = alignment.max(1);
     // Ordering: the bump pointer only hands out disjoint offsets; no other memory hangs on it, so
     // Relaxed compare-exchange suffices (uniqueness comes from the RMW itself).
@@ -495,4 +508,28 @@ unsafe extern "C" fn extent_merge(
     _arena: c_uint,
 ) -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_range_check_is_exact_and_never_matches_with_a_torn_read() {
+        let (base, len) = (0x7f00_0000_0000usize, 64usize << 30);
+        for addr in [base, base + 1, base + len - 1] {
+            assert!(in_range(addr, base, len), "{addr:#x}");
+        }
+        for addr in [0, 16, base - 1, base + len, base + 2 * len, usize::MAX >> 1] {
+            assert!(!in_range(addr, base, len), "{addr:#x}");
+        }
+        // Before the range exists, and read half-way through its publication: no user-space
+        // address (below 2^63) matches, whatever the length read.
+        for addr in [0, 16, base, 0x5555_5555_0000, (1 << 47) - 16, (1 << 63) - 1] {
+            for len in [0, 4 << 20, 64 << 30, 1 << 62] {
+                assert!(!in_range(addr, NO_BASE, len), "{addr:#x} {len:#x}");
+            }
+            assert!(!in_range(addr, base, 0), "{addr:#x}");
+        }
+    }
 }

@@ -43,8 +43,8 @@
 //!   usually takes no arena lock; a `pthread_key` destructor destroys the tcache at thread exit
 //!   (after Rust's thread-local destructors), and from then on, or if no tcache can be had, the
 //!   thread uses `MALLOCX_TCACHE_NONE`. `dealloc` knows a pointer was sampled by one range check
-//!   (the range is a power of two in size and aligned to it, so the check is one load, an xor, a
-//!   shift and a compare). One object of each small size class is pinned in the arena so that
+//!   (the range is a power of two in size and aligned to it, so the check is `ptr ^ base < len`: two
+//!   loads from one cache line, an xor and a compare). One object of each small size class is pinned in the arena so that
 //!   sparse samples share slabs instead of creating and destroying one per sample. **Whatever `A`
 //!   is, sampled objects always live in jemalloc's sampled arena**: the profiler always links
 //!   jemalloc.
@@ -134,7 +134,7 @@
 //!   allocation while sampling is off).
 //! - Snapshots are consistent per shard, not across shards: frees racing a dump may or may not show;
 //!   a stack first seen while a snapshot runs may be left out of it.
-//! - Each thread that ever sampled holds a table of its own (about 4.5 KiB plus its per-stack
+//! - Each thread that ever sampled holds a table of its own (about 4 KiB plus its per-stack
 //!   figures) that is never freed, only handed to the next new thread: memory bounded by the most
 //!   threads that sampled at once.
 //! - The symbolizer's peak is measured with jemalloc's per-thread counters between address lookups
