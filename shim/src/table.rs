@@ -84,7 +84,7 @@ pub(crate) const SHARDS: usize = 64;
 
 /// Live samples a shard holds in place before it spills into a hash map: as many addresses as fit
 /// in the cache line that also holds the shard's lock.
-pub(crate) const INLINE_SAMPLES: usize = 7;
+const INLINE_SAMPLES: usize = 7;
 
 /// One shard of the live-sample table.
 ///
