@@ -14,11 +14,11 @@
 //! at once, and the figures of exited threads (keyed by thread uid) stay in the profile.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use jeprof_dumpfmt::Estimate;
 
+use crate::exit_key::ExitKey;
 use crate::table::{lock, Map, StackTable, STACKS};
 
 /// Entries in a thread's stack cache (direct-mapped by stack hash).
@@ -177,21 +177,12 @@ pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     free: Vec::new(),
 });
 
-/// The `pthread_key_t` whose destructor hands a thread's table back (valid when `KEY_READY`).
-static KEY: AtomicUsize = AtomicUsize::new(0);
-static KEY_READY: AtomicBool = AtomicBool::new(false);
+/// The key whose destructor hands a thread's table back.
+static EXIT_KEY: ExitKey = ExitKey::new();
 
 /// Creates the thread-exit key; called once, by the profiler's initialisation.
 pub(crate) fn create_exit_key() {
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `key` is writable; the destructor is an `extern "C" fn` that lives for the whole
-    // program.
-    if unsafe { libc::pthread_key_create(&mut key, Some(thread_exit)) } == 0 {
-        // Ordering: published by the Release store of KEY_READY right after.
-        KEY.store(key as usize, Ordering::Relaxed);
-        // Ordering: Release pairs with the Acquire load in `this_thread`.
-        KEY_READY.store(true, Ordering::Release);
-    }
+    EXIT_KEY.create(thread_exit);
 }
 
 /// This thread's table, locked: taken over from an exited thread or made, at the thread's first
@@ -219,15 +210,9 @@ pub(crate) fn this_thread() -> MutexGuard<'static, ThreadTable> {
         }
     };
     let word = table as *const Mutex<ThreadTable> as usize;
-    // Hand the table back at thread exit. Without the key (creation failed) or the thread-local
-    // (thread teardown), the table just stays with this thread's uid and is never reused.
-    // Ordering: Acquire pairs with the Release store in `create_exit_key`.
-    if KEY_READY.load(Ordering::Acquire) {
-        // Ordering: published by KEY_READY above.
-        let key = KEY.load(Ordering::Relaxed) as libc::pthread_key_t;
-        // SAFETY: the key exists and is never deleted; the value is a non-null address.
-        unsafe { libc::pthread_setspecific(key, word as *const c_void) };
-    }
+    // Hand the table back at thread exit. Without the key (creation failed), the table just
+    // stays with this thread's uid and is never reused.
+    EXIT_KEY.arm(word);
     // The thread-local is `const` without a destructor, so this never fails on Linux; if it did,
     // every sample of the thread would take a table of its own from the registry.
     crate::sampler::with_thread(|t| t.table.set(word));

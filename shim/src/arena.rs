@@ -19,10 +19,12 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_uint, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use tikv_jemalloc_sys as jem;
+
+use crate::exit_key::ExitKey;
 
 /// Offset of the first byte of the range not yet handed to jemalloc.
 static BUMP: AtomicUsize = AtomicUsize::new(0);
@@ -159,12 +161,9 @@ fn set_sampled_tcache(value: u32) -> bool {
     crate::sampler::with_thread(|t| t.sampled_tcache.set(value)).is_some()
 }
 
-/// The `pthread_key_t` whose destructor destroys a thread's sampled tcache (valid when
-/// `TCACHE_KEY_READY`).
-static TCACHE_KEY: AtomicUsize = AtomicUsize::new(0);
-/// Whether `TCACHE_KEY` was created. Stored with Release in `create` before STATE is published;
-/// read with Acquire.
-static TCACHE_KEY_READY: AtomicBool = AtomicBool::new(false);
+/// The key whose destructor destroys a thread's sampled tcache (created under `INIT_LOCK`, before
+/// the arena is published).
+static TCACHE_KEY: ExitKey = ExitKey::new();
 
 /// `MALLOCX_TCACHE(t)` for this thread's sampled tcache (creating it at first use), or
 /// `MALLOCX_TCACHE_NONE` when the thread has none.
@@ -185,12 +184,6 @@ fn create_tcache() -> i32 {
     if !set_sampled_tcache(TCACHE_OFF) {
         return jem::MALLOCX_TCACHE_NONE;
     }
-    // Ordering: Acquire pairs with the Release store in `create_tcache_key`.
-    if !TCACHE_KEY_READY.load(Ordering::Acquire) {
-        return jem::MALLOCX_TCACHE_NONE;
-    }
-    // Ordering: published by TCACHE_KEY_READY above.
-    let key = TCACHE_KEY.load(Ordering::Relaxed) as libc::pthread_key_t;
     let mut index: c_uint = 0;
     let mut index_len = std::mem::size_of::<c_uint>();
     // SAFETY: "tcache.create" writes an unsigned into `index`, whose size we state; it allocates
@@ -208,28 +201,12 @@ fn create_tcache() -> i32 {
         return jem::MALLOCX_TCACHE_NONE;
     }
     // The key's value is index + 1 (never null), so its destructor runs at thread exit.
-    // SAFETY: the key was created by `create_tcache_key` and is never deleted; setspecific
-    // stores a plain integer for this thread.
-    if unsafe { libc::pthread_setspecific(key, (index as usize + 1) as *const c_void) } != 0 {
+    if !TCACHE_KEY.arm(index as usize + 1) {
         destroy_tcache(index);
         return jem::MALLOCX_TCACHE_NONE;
     }
     set_sampled_tcache(index + 1);
     jem::MALLOCX_TCACHE(index as usize)
-}
-
-/// Creates the `pthread_key_t` whose destructor destroys sampled tcaches (under `INIT_LOCK`,
-/// before the arena is published).
-fn create_tcache_key() {
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `key` is writable; the destructor is an `extern "C" fn` that lives for the whole
-    // program.
-    if unsafe { libc::pthread_key_create(&mut key, Some(tcache_thread_exit)) } == 0 {
-        // Ordering: published by the Release store of TCACHE_KEY_READY right after.
-        TCACHE_KEY.store(key as usize, Ordering::Relaxed);
-        // Ordering: Release pairs with the Acquire load in `create_tcache`.
-        TCACHE_KEY_READY.store(true, Ordering::Release);
-    }
 }
 
 /// The key's destructor, run by glibc at thread exit (after Rust's thread-local destructors,
@@ -284,7 +261,7 @@ fn create() -> u8 {
             // Ordering: published by the Release store of STATE below.
             HOT.arena_index.store(index as usize, Ordering::Relaxed);
             pin_small_slabs(index);
-            create_tcache_key();
+            TCACHE_KEY.create(tcache_thread_exit);
             READY
         }
         None => FAILED,

@@ -159,6 +159,7 @@ use std::path::Path;
 mod accum;
 mod arena;
 mod config;
+mod exit_key;
 mod profiler;
 mod sampler;
 mod stack;
