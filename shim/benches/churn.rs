@@ -206,14 +206,17 @@ fn drive() {
             );
             continue;
         }
-        let (ratio_min, ratio_paired) = if cpu[0].is_empty() {
-            ("-".to_string(), "-".to_string())
+        let ratio_min = if cpu[0].is_empty() {
+            "-".to_string()
         } else {
+            format!("{:.3}x", min(&cpu[i]) / min(&cpu[0]))
+        };
+        // Pairs only make sense when both ran in every round (a failed run leaves a gap).
+        let ratio_paired = if cpu[i].len() == rounds && cpu[0].len() == rounds {
             let paired: Vec<f64> = cpu[i].iter().zip(&cpu[0]).map(|(c, b)| c / b).collect();
-            (
-                format!("{:.3}x", min(&cpu[i]) / min(&cpu[0])),
-                format!("{:.3}x", median(&paired).unwrap_or(f64::NAN)),
-            )
+            format!("{:.3}x", median(&paired).unwrap_or(f64::NAN))
+        } else {
+            "-".to_string()
         };
         println!(
             "{name:<34} {:>10.3} {:>10.3} {ratio_min:>11} {ratio_paired:>13}  {}",
