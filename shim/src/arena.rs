@@ -28,7 +28,7 @@ use crate::exit_key::ExitKey;
 
 /// Offset of the first byte of the range not yet handed to jemalloc.
 static BUMP: AtomicUsize = AtomicUsize::new(0);
-/// The words every free ([`contains`]) and every sample ([`flags`]) reads, in one cache line of
+/// The words every sample reads ([`flags`], [`RangeCopy::fill`]), in one cache line of
 /// their own that is written only while the arena is created, so it stays cached and shared.
 #[repr(C, align(64))]
 struct HotWords {
@@ -47,8 +47,8 @@ struct HotWords {
 }
 
 /// The base before the range exists: no user-space address (all below 2^63) xors with it to
-/// anything below 2^63, so with any length it matches nothing. [`contains`] may read an old base
-/// with a new length (or the reverse) and is still never wrong.
+/// anything below 2^63, so with any length it matches nothing. [`RangeCopy::contains`] may read an
+/// old base with a new length (or the reverse) and is still never wrong.
 const NO_BASE: usize = 1 << (usize::BITS - 1);
 
 static HOT: HotWords = HotWords {
@@ -83,22 +83,72 @@ static HOOKS: Hooks = Hooks(UnsafeCell::new(jem::extent_hooks_t {
     merge: Some(extent_merge),
 }));
 
-/// True when `ptr` lies in the sampled arena's range. The range is a power of two in size and
-/// aligned to it, so `ptr` is inside exactly when `ptr ^ base < len` (the xor clears the bits
-/// above the range's size only for pointers inside): two loads from one line, an xor and a
-/// compare.
-#[inline(always)]
-pub(crate) fn contains(ptr: *const u8) -> bool {
-    // Ordering: Relaxed is enough (and keeps the compiler free to keep values in registers around
-    // the check). Both words are written once, before any pointer in the range exists; a thread
-    // holding a sampled pointer got it through a happens-before edge from the allocating thread,
-    // so it reads both new values. A thread that has no such edge may read any mix of old and new
-    // values: an old length (0) matches nothing, and an old base (`NO_BASE`) matches nothing with
-    // any length, so a pointer outside the range is never taken for a sampled one.
-    let len = HOT.range_len.load(Ordering::Relaxed);
-    // Ordering: see above.
-    let base = HOT.range_base.load(Ordering::Relaxed);
-    in_range(ptr as usize, base, len)
+/// The sampled range's two words as one [`crate::Profiled`] value saw them when it first handed
+/// out a sampled object. `Profiled::dealloc` reads these instead of the global words: the
+/// allocator is a static of the program's own crate, so its fields are read with one RIP-relative
+/// load each, where a static of this crate costs a load of its address from the GOT first (rustc
+/// does not assume another crate's statics are local to the executable). The copy is exact for the
+/// only pointers `dealloc` may see, the ones the same value allocated (the `GlobalAlloc` contract):
+/// it is written before the first sampled pointer leaves the value, and never changes afterwards
+/// (the range is reserved once). The two words get a cache line of their own: every free in the
+/// program reads them, and a neighbour that the linker happened to place beside the allocator
+/// static (a counter some thread bumps on every request, say) would otherwise make each of those
+/// reads a coherence miss.
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub(crate) struct RangeCopy {
+    /// Length of the range, 0 until copied.
+    len: AtomicUsize,
+    /// Start of the range, [`NO_BASE`] until copied.
+    base: AtomicUsize,
+}
+
+impl RangeCopy {
+    /// Matches nothing.
+    pub(crate) const fn new() -> RangeCopy {
+        RangeCopy {
+            len: AtomicUsize::new(0),
+            base: AtomicUsize::new(NO_BASE),
+        }
+    }
+
+    /// True when `ptr` lies in the sampled arena's range (for a pointer this value allocated).
+    /// The range is a power of two in size and aligned to it, so `ptr` is inside exactly when
+    /// `ptr ^ base < len` (the xor clears the bits above the range's size only for pointers
+    /// inside): two loads from one line, an xor and a compare.
+    #[inline(always)]
+    pub(crate) fn contains(&self, ptr: *const u8) -> bool {
+        // Ordering: Relaxed is enough (and keeps the compiler free to keep values in registers
+        // around the check). Both words are written once, before the first sampled pointer leaves
+        // this value ([`RangeCopy::fill`]); a thread holding such a pointer got it through a
+        // happens-before edge from that thread, so it reads both new values. A thread that has no
+        // such edge may read any mix of old and new values: an old length (0) matches nothing, and
+        // an old base (`NO_BASE`) matches nothing with any length, so a pointer outside the range
+        // is never taken for a sampled one.
+        let len = self.len.load(Ordering::Relaxed);
+        // Ordering: see above.
+        let base = self.base.load(Ordering::Relaxed);
+        in_range(ptr as usize, base, len)
+    }
+
+    /// Copies the global words if not done yet. Called after every successful sample and before
+    /// its pointer is returned, so by a thread that has seen the range reserved (it just
+    /// allocated from it).
+    #[inline]
+    pub(crate) fn fill(&self) {
+        // Ordering: only this value's own sampling threads write, always the same two values.
+        if self.len.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        // Ordering: see `reserved`; the caller allocated from the range, so both are set.
+        let len = HOT.range_len.load(Ordering::Acquire);
+        let base = HOT.range_base.load(Ordering::Relaxed);
+        debug_assert!(len != 0 && base != NO_BASE);
+        // Ordering: the base first, then the length, both Relaxed: see `contains` for why any
+        // mix a racing reader sees is safe, and why the pointer's owner sees both.
+        self.base.store(base, Ordering::Relaxed);
+        self.len.store(len, Ordering::Relaxed);
+    }
 }
 
 /// `addr` in `[base, base + len)`, for `len` a power of two (or 0) and `base` aligned to it.
@@ -109,7 +159,8 @@ fn in_range(addr: usize, base: usize, len: usize) -> bool {
 
 /// True once the range has been reserved (its size can no longer change).
 pub(crate) fn reserved() -> bool {
-    // Ordering: see `contains`.
+    // Ordering: Acquire pairs with the Release store after the base, so a thread that sees the
+    // length sees the base.
     HOT.range_len.load(Ordering::Acquire) != 0
 }
 
@@ -144,6 +195,17 @@ pub(crate) fn flags(size: usize, align: usize) -> Result<i32, Unavailable> {
     // Ordering: published by the STATE pair above.
     let arena = HOT.arena_index.load(Ordering::Relaxed);
     Ok(jem::MALLOCX_ARENA(arena) | tcache_flag() | align_flags(size, align))
+}
+
+/// The `sdallocx` flags for a sampled object of alignment `align` and size `size`. jemalloc's
+/// free path ignores `MALLOCX_ARENA` (the object's own metadata names its arena), so unlike
+/// [`flags`] this reads nothing but the thread's tcache word: a free does not touch the arena's
+/// shared line, which is cold by the time a sampled object dies.
+///
+/// Only for objects of the sampled arena, which therefore exists.
+#[inline]
+pub(crate) fn free_flags(size: usize, align: usize) -> i32 {
+    tcache_flag() | align_flags(size, align)
 }
 
 // A thread's explicit tcache for sampled objects is kept in its `sampler::ThreadState`
@@ -306,8 +368,8 @@ fn reserve_range(len: usize) -> Option<()> {
     }
     // Ordering: the base is published by the Release store of the length right after.
     HOT.range_base.store(base, Ordering::Relaxed);
-    // Ordering: Release pairs with the Acquire loads in `contains`, `reserved`, `usage` and the
-    // hooks.
+    // Ordering: Release pairs with the Acquire loads in `RangeCopy::fill`, `reserved`, `usage`
+    // and the hooks.
     HOT.range_len.store(len, Ordering::Release);
     Some(())
 }
@@ -367,7 +429,7 @@ unsafe extern "C" fn extent_alloc(
     commit: *mut bool,
     _arena: c_uint,
 ) -> *mut c_void {
-    // Ordering: see `contains`; the range is reserved before the arena (and so this hook) exists.
+    // Ordering: see `reserved`; the range is reserved before the arena (and so this hook) exists.
     let len = HOT.range_len.load(Ordering::Acquire);
     let base = HOT.range_base.load(Ordering::Relaxed);
     let alignment = alignment.max(1);
@@ -490,6 +552,34 @@ unsafe extern "C" fn extent_merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_copy_matches_nothing_until_filled_then_exactly_the_range() {
+        let copy = RangeCopy::new();
+        let local = 0u64;
+        let heap = Box::new(0u64);
+        let outside = [
+            &local as *const u64 as usize,
+            &*heap as *const u64 as usize,
+            16,
+        ];
+        for addr in outside {
+            assert!(!copy.contains(addr as *const u8), "{addr:#x}");
+        }
+        // Creates the arena (reserving the range) if no other test did.
+        assert!(flags(64, 8).is_ok());
+        let (_, len) = usage();
+        // Ordering: the range was published before `flags` returned READY.
+        let base = HOT.range_base.load(Ordering::Relaxed);
+        assert!(!copy.contains(base as *const u8), "still empty before fill");
+        copy.fill();
+        for addr in [base, base + len / 2, base + len - 1] {
+            assert!(copy.contains(addr as *const u8), "{addr:#x}");
+        }
+        for addr in outside.into_iter().chain([base - 1, base + len]) {
+            assert!(!copy.contains(addr as *const u8), "{addr:#x}");
+        }
+    }
 
     #[test]
     fn the_range_check_is_exact_and_never_matches_with_a_torn_read() {

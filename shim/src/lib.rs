@@ -99,12 +99,15 @@
 //! forked child does not overwrite its parent's dump).
 //!
 //! ## Cost (measured; commands and the full table in the crate's README)
-//! On a 2-thread churn of 2 × 20 M allocations of 16–4096 bytes (82 GB in about 0.64 s of CPU, so
-//! about 245,000 samples per CPU-second at R = 512 KiB), relative to plain jemalloc in CPU time, on
-//! a noisy 2-core machine (`RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p jeprof-shim
-//! --bench churn --bench churn_plain`): sampling off 1.01–1.03×; R = 512 KiB with frame pointers
-//! about 1.05× (1.10–1.15× for the build before the per-thread tables, measured side by side); with
-//! libgcc 1.39×; jemalloc's own profiler (`prof:true,lg_prof_sample:19`) 1.50–1.53×. One sampled
+//! On a 2-thread churn of allocations of 16–4096 bytes (about 245,000 samples per CPU-second at
+//! R = 512 KiB), relative to plain jemalloc in CPU time, on a shared 2-core machine, as the median
+//! of 2,000 paired short runs (`CHURN_MODES=again,off,fp CHURN_ROUNDS=2000
+//! CHURN_ALLOCATIONS=2000000 RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p jeprof-shim
+//! --bench churn --bench churn_plain`): sampling off 1.013× (95% interval 1.010–1.016), R = 512 KiB
+//! with frame pointers 1.060× (1.055–1.063); two identical runs of plain jemalloc 1.000×
+//! (0.998–1.002), and code placement alone moves plain jemalloc by up to 0.7%. With libgcc about
+//! 1.35–1.43×; jemalloc's own profiler (`prof:true,lg_prof_sample:19`) 1.45–1.58×. Sampling off
+//! adds 7 instructions per allocation–free pair (3 in `alloc`, 4 in `dealloc`). One sampled
 //! allocation (capture and record, 32 frames): 0.12–0.27 µs with frame pointers, about 5 µs with
 //! libgcc. A dump of 100,000 live samples: about 10 ms raw, about 100 ms symbolized, with a
 //! symbolizer peak of about 57 MB that is released right after (about 20 KB kept).
@@ -174,20 +177,31 @@ pub use stack::{Unwinder, MAX_FRAMES_LIMIT};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Profiled<A> {
     inner: A,
+    /// The sampled range as this value knows it; what `dealloc` compares pointers with.
+    range: arena::RangeCopy,
 }
 
 impl<A> Profiled<A> {
     /// Wraps `inner`. `const`, so it can initialise a `#[global_allocator]` static.
     pub const fn new(inner: A) -> Profiled<A> {
-        Profiled { inner }
+        Profiled {
+            inner,
+            range: arena::RangeCopy::new(),
+        }
     }
 
     /// The wrapped allocator.
     pub fn inner(&self) -> &A {
         &self.inner
+    }
+}
+
+impl<A: Default> Default for Profiled<A> {
+    fn default() -> Profiled<A> {
+        Profiled::new(A::default())
     }
 }
 
@@ -201,22 +215,26 @@ macro_rules! frame_marker {
 }
 
 impl<A: GlobalAlloc> Profiled<A> {
+    /// The allocation path once the countdown expired. `layout` comes first and `this` after it
+    /// so that the fast path reaches here with the size still in the register it arrived in (no
+    /// moves before the sampling branch).
     #[cold]
     #[inline(never)]
-    unsafe fn alloc_slow(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+    unsafe fn alloc_slow(layout: Layout, this: &Self, zeroed: bool) -> *mut u8 {
         let marker = frame_marker!();
         if let Some(period) = sampler::on_countdown_expired(layout.size()) {
             // SAFETY: layout has a non-zero size (our caller's contract); marker is a local here.
             if let Some(ptr) = unsafe { profiler::alloc_sampled(layout, zeroed, period, marker) } {
+                this.range.fill();
                 return ptr;
             }
         }
         // SAFETY: forwarded GlobalAlloc contract.
         unsafe {
             if zeroed {
-                self.inner.alloc_zeroed(layout)
+                this.inner.alloc_zeroed(layout)
             } else {
-                self.inner.alloc(layout)
+                this.inner.alloc(layout)
             }
         }
     }
@@ -236,7 +254,7 @@ impl<A: GlobalAlloc> Profiled<A> {
         } else {
             None
         };
-        if period.is_none() && !arena::contains(ptr) {
+        if period.is_none() && !self.range.contains(ptr) {
             // SAFETY: forwarded GlobalAlloc::realloc contract; ptr belongs to the inner allocator.
             return unsafe { self.inner.realloc(ptr, layout, new_size) };
         }
@@ -246,6 +264,9 @@ impl<A: GlobalAlloc> Profiled<A> {
         // SAFETY: new_layout has a non-zero size; marker is a local of this frame.
         let sampled =
             period.and_then(|p| unsafe { profiler::alloc_sampled(new_layout, false, p, marker) });
+        if sampled.is_some() {
+            self.range.fill();
+        }
         // SAFETY: new_layout is valid and non-zero (see above).
         let new = sampled.unwrap_or_else(|| unsafe { self.inner.alloc(new_layout) });
         if new.is_null() {
@@ -265,12 +286,14 @@ impl<A: GlobalAlloc> Profiled<A> {
 // pointer to the inner allocator exactly when it is outside the sampled arena's range, which the
 // inner allocator never hands out since the range is our private mapping) or from the sampled
 // arena via mallocx with the requested size and alignment (and is freed there with sdallocx).
+// `dealloc` reads the range from `self.range`, which is filled before this value returns its first
+// sampled block and never changes after, so for every block this value returned it is the range.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if sampler::countdown_expired(layout.size()) {
             // SAFETY: forwarded GlobalAlloc contract.
-            return unsafe { self.alloc_slow(layout, false) };
+            return unsafe { Self::alloc_slow(layout, self, false) };
         }
         // SAFETY: forwarded GlobalAlloc contract.
         unsafe { self.inner.alloc(layout) }
@@ -280,7 +303,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if sampler::countdown_expired(layout.size()) {
             // SAFETY: forwarded GlobalAlloc contract.
-            return unsafe { self.alloc_slow(layout, true) };
+            return unsafe { Self::alloc_slow(layout, self, true) };
         }
         // SAFETY: forwarded GlobalAlloc contract.
         unsafe { self.inner.alloc_zeroed(layout) }
@@ -288,7 +311,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if arena::contains(ptr) {
+        if self.range.contains(ptr) {
             // SAFETY: ptr is in the sampled arena and was allocated with layout.
             unsafe { profiler::free_sampled(ptr, layout) }
         } else {
@@ -300,7 +323,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let expired = sampler::countdown_expired(new_size);
-        if !expired && !arena::contains(ptr) {
+        if !expired && !self.range.contains(ptr) {
             // SAFETY: forwarded GlobalAlloc contract; ptr came from the inner allocator.
             return unsafe { self.inner.realloc(ptr, layout, new_size) };
         }

@@ -162,14 +162,14 @@ pub(crate) unsafe fn alloc_sampled(
 /// Forgets and frees a sampled object.
 ///
 /// # Safety
-/// `ptr` lies in the sampled arena ([`arena::contains`]) and was allocated with `layout` (the
-/// `GlobalAlloc::dealloc` contract).
+/// `ptr` lies in the sampled arena ([`arena::RangeCopy::contains`]) and was allocated with
+/// `layout` (the `GlobalAlloc::dealloc` contract).
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
     lock(table::shard_of(ptr as usize)).remove(ptr as usize);
-    // The arena exists: ptr lies in its range.
-    let flags = arena::flags(layout.size(), layout.align()).unwrap_or(jem::MALLOCX_TCACHE_NONE);
+    let flags = arena::free_flags(layout.size(), layout.align());
     // SAFETY: ptr was allocated by mallocx in the sampled arena with this size and alignment
-    // (caller contract), so the same flags and size free it.
+    // (caller contract), so this size and the same alignment flags free it; jemalloc finds the
+    // arena from the object itself.
     unsafe { jem::sdallocx(ptr.cast(), layout.size(), flags) };
 }
 
