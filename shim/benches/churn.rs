@@ -10,12 +10,19 @@
 //!    plain jemalloc, the shim with sampling off, the shim at R = 512 KiB with each unwinder, and
 //!    jemalloc's own profiler (`prof:true,lg_prof_sample:19`). Each mode is a child process (the
 //!    global allocator and jemalloc's options are fixed at start-up); modes are interleaved over
-//!    9 rounds, and each mode's CPU time is compared with plain jemalloc's two ways: fastest round
-//!    to fastest round, and the median of the per-round ratios.
+//!    9 rounds (in a new random order each round), and each mode's CPU time is compared with plain
+//!    jemalloc's two ways: fastest round to fastest round, and the median of the per-round ratios
+//!    with a 95% bootstrap interval. Plain jemalloc runs twice per round: the second row is the
+//!    noise floor, the ratio between two identical runs, against which the others are read.
 //! 2. The cost of one sampled allocation (capture + record, at 32 frames) per unwinder.
 //! 3. The time to dump 100,000 live samples, raw and symbolized.
 //!
-//! `CHURN_ALLOCATIONS` (per thread) and `CHURN_ROUNDS` override the defaults.
+//! `CHURN_ALLOCATIONS` (per thread) and `CHURN_ROUNDS` override the defaults. `CHURN_MODES` (a
+//! comma-separated list of `again`, `off`, `fp`, `backtrace`, `auto`, `jemalloc-prof`) runs only
+//! those churn modes besides plain jemalloc, and only the churn. On a shared machine, many short
+//! rounds pin the ratios down far better than a few long ones: with
+//! `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 8 minutes) the
+//! intervals are about ±0.4%.
 
 #[path = "support/workload.rs"]
 mod workload;
@@ -75,10 +82,45 @@ struct Mode {
     env: Vec<(String, String)>,
 }
 
-impl Mode {
-    fn new(name: &'static str, exe: Option<PathBuf>, env: Vec<(String, String)>) -> Mode {
-        Mode { name, exe, env }
+/// xorshift64*: the bench's own generator, for the run order of each round and the bootstrap.
+struct Xorshift(u64);
+
+impl Xorshift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A 95% interval for the median of `v` by the percentile bootstrap: the 2.5th and 97.5th
+/// percentiles of the medians of 1,000 resamples of `v` with replacement. The ratios of one round
+/// are not normal (a disturbed round gives an outlier), and the median and the bootstrap do not
+/// assume they are.
+fn bootstrap_median_interval(v: &[f64], rng: &mut Xorshift) -> (f64, f64) {
+    const RESAMPLES: usize = 1000;
+    let mut medians: Vec<f64> = (0..RESAMPLES)
+        .map(|_| {
+            let resample: Vec<f64> = (0..v.len()).map(|_| v[rng.below(v.len())]).collect();
+            median(&resample)
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    (
+        medians[RESAMPLES / 40],
+        medians[RESAMPLES - 1 - RESAMPLES / 40],
+    )
 }
 
 fn run_child(exe: &PathBuf, env: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
@@ -129,53 +171,87 @@ fn drive() {
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env
     };
-    let modes = [
-        Mode::new("jemalloc", plain.clone(), churn(&[])),
-        Mode::new(
+    let all_modes = [
+        ("jemalloc", "jemalloc", plain.clone(), churn(&[])),
+        // The same binary and settings again: how far apart two identical runs land on this
+        // machine, so every other row's ratio can be read against it.
+        (
+            "again",
+            "jemalloc again (noise floor)",
+            plain.clone(),
+            churn(&[]),
+        ),
+        (
+            "off",
             "shim, sampling off",
             Some(me.clone()),
             churn(&[("JEPROF_SHIM", "sample_rate:0")]),
         ),
-        Mode::new(
+        (
+            "fp",
             "shim, R=512KiB, fp",
             Some(me.clone()),
             churn(&[("JEPROF_SHIM", "sample_rate:524288,unwinder:fp")]),
         ),
-        Mode::new(
+        (
+            "backtrace",
             "shim, R=512KiB, backtrace",
             Some(me.clone()),
             churn(&[("JEPROF_SHIM", "sample_rate:524288,unwinder:backtrace")]),
         ),
-        Mode::new(
+        (
+            "auto",
             "shim, R=512KiB, auto",
             Some(me.clone()),
             churn(&[("JEPROF_SHIM", "sample_rate:524288")]),
         ),
-        Mode::new(
+        (
+            "jemalloc-prof",
             "jemalloc prof, lg_prof_sample:19",
             plain.clone(),
             churn(&[("_RJEM_MALLOC_CONF", "prof:true,lg_prof_sample:19")]),
         ),
     ];
+    // Plain jemalloc always runs: it is what every ratio is taken against.
+    let wanted = std::env::var("CHURN_MODES").ok();
+    let modes: Vec<Mode> = all_modes
+        .into_iter()
+        .filter(|(key, ..)| {
+            *key == "jemalloc"
+                || wanted
+                    .as_deref()
+                    .is_none_or(|w| w.split(',').any(|k| k.trim() == *key))
+        })
+        .map(|(_, name, exe, env)| Mode { name, exe, env })
+        .collect();
     println!(
         "2-thread churn: sizes 16-4096 B, {} live objects/thread, 2 x {per_thread} allocations; \
          {rounds} interleaved rounds; CPU time (user + system)",
         workload::LIVE_PER_THREAD
     );
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    // Per mode and round: wall and CPU seconds (None where the run failed).
+    let mut times: Vec<Vec<Option<f64>>> = vec![vec![None; rounds]; modes.len()];
+    let mut cpu: Vec<Vec<Option<f64>>> = vec![vec![None; rounds]; modes.len()];
     let mut notes: Vec<String> = vec![String::new(); modes.len()];
-    for _ in 0..rounds {
-        for (i, mode) in modes.iter().enumerate() {
+    let mut rng = Xorshift(0x9E37_79B9_7F4A_7C15);
+    let mut order: Vec<usize> = (0..modes.len()).collect();
+    for round in 0..rounds {
+        // A new random order every round, so no mode always runs right after another (a machine
+        // that slows down or speeds up within a round would otherwise favour a fixed position).
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        if rounds >= 50 && round % (rounds / 10) == 0 {
+            eprintln!("round {round}/{rounds}");
+        }
+        for &i in &order {
+            let mode = &modes[i];
             let Some(exe) = &mode.exe else { continue };
             match run_child(exe, &mode.env) {
                 Ok(out) => {
-                    if let Some(ns) = field(&out, "elapsed_ns") {
-                        times[i].push(ns.parse::<f64>().unwrap() / 1e9);
-                    }
-                    if let Some(ns) = field(&out, "cpu_ns") {
-                        cpu[i].push(ns.parse::<f64>().unwrap() / 1e9);
-                    }
+                    let seconds = |key| field(&out, key).and_then(|ns| ns.parse::<f64>().ok());
+                    times[i][round] = seconds("elapsed_ns").map(|ns| ns / 1e9);
+                    cpu[i][round] = seconds("cpu_ns").map(|ns| ns / 1e9);
                     if let (Some(s), Some(u)) = (field(&out, "samples"), field(&out, "unwinder")) {
                         notes[i] = format!("{s} samples, unwinder {u}");
                     }
@@ -186,44 +262,40 @@ fn drive() {
     }
     // Two summaries of the CPU-time ratio to plain jemalloc, both robust to other processes on a
     // shared machine in different ways: the ratio of each mode's fastest round to jemalloc's
-    // fastest round, and the median over rounds of the ratio within a round (each mode runs right
-    // after jemalloc in every round, so a disturbance that lasts a round affects both alike).
-    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied()
-    };
+    // fastest round, and the median over rounds of the ratio within a round (a disturbance that
+    // lasts a round affects both alike), with a 95% bootstrap interval for that median.
+    let min = |v: &[Option<f64>]| v.iter().flatten().copied().fold(f64::INFINITY, f64::min);
     println!(
-        "{:<34} {:>10} {:>10} {:>11} {:>13}  notes",
-        "mode", "min wall s", "min cpu s", "ratio (min)", "ratio (paired)"
+        "{:<34} {:>10} {:>10} {:>11} {:>13} {:>17}  notes",
+        "mode", "min wall s", "min cpu s", "ratio (min)", "ratio (paired)", "95% interval"
     );
     for (i, Mode { name, .. }) in modes.iter().enumerate() {
-        if cpu[i].is_empty() {
+        // Rounds where both this mode and jemalloc ran.
+        let paired: Vec<f64> = cpu[i]
+            .iter()
+            .zip(&cpu[0])
+            .filter_map(|(c, b)| Some((*c)? / (*b)?))
+            .collect();
+        if paired.is_empty() {
             println!(
-                "{name:<34} {:>10} {:>10} {:>11} {:>13}  {}",
-                "-", "-", "-", "-", notes[i]
+                "{name:<34} {:>10} {:>10} {:>11} {:>13} {:>17}  {}",
+                "-", "-", "-", "-", "-", notes[i]
             );
             continue;
         }
-        let ratio_min = if cpu[0].is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.3}x", min(&cpu[i]) / min(&cpu[0]))
-        };
-        // Pairs only make sense when both ran in every round (a failed run leaves a gap).
-        let ratio_paired = if cpu[i].len() == rounds && cpu[0].len() == rounds {
-            let paired: Vec<f64> = cpu[i].iter().zip(&cpu[0]).map(|(c, b)| c / b).collect();
-            format!("{:.3}x", median(&paired).unwrap_or(f64::NAN))
-        } else {
-            "-".to_string()
-        };
+        let (low, high) = bootstrap_median_interval(&paired, &mut rng);
         println!(
-            "{name:<34} {:>10.3} {:>10.3} {ratio_min:>11} {ratio_paired:>13}  {}",
+            "{name:<34} {:>10.3} {:>10.3} {:>10.3}x {:>12.3}x {:>17}  {}",
             min(&times[i]),
             min(&cpu[i]),
+            min(&cpu[i]) / min(&cpu[0]),
+            median(&paired),
+            format!("[{low:.3}, {high:.3}]"),
             notes[i]
         );
+    }
+    if wanted.is_some() {
+        return;
     }
 
     println!(
