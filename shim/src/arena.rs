@@ -119,9 +119,9 @@ impl RangeCopy {
     #[inline(always)]
     pub(crate) fn contains(&self, ptr: *const u8) -> bool {
         // Ordering: Relaxed is enough (and keeps the compiler free to keep values in registers
-        // around the check). Both words are written once, before the first sampled pointer leaves
-        // this value ([`RangeCopy::fill`]); a thread holding such a pointer got it through a
-        // happens-before edge from that thread, so it reads both new values. A thread that has no
+        // around the check). Both words are written once, and happen before any sampled pointer
+        // leaves this value ([`RangeCopy::fill`]); a thread holding such a pointer got it through
+        // a happens-before edge from the thread that returned it, so it reads both new values. A thread that has no
         // such edge may read any mix of old and new values: an old length (0) matches nothing, and
         // an old base (`NO_BASE`) matches nothing with any length, so a pointer outside the range
         // is never taken for a sampled one.
@@ -136,18 +136,21 @@ impl RangeCopy {
     /// allocated from it).
     #[inline]
     pub(crate) fn fill(&self) {
-        // Ordering: only this value's own sampling threads write, always the same two values.
-        if self.len.load(Ordering::Relaxed) != 0 {
+        // Ordering: Acquire pairs with the Release store of the length below, made by whichever
+        // thread filled the copy: a thread that finds it filled by another and returns its own
+        // sampled pointer has seen that thread's base too, and so does anyone it hands the pointer
+        // to. (Several threads may fill at once; they all write the same two values.)
+        if self.len.load(Ordering::Acquire) != 0 {
             return;
         }
         // Ordering: see `reserved`; the caller allocated from the range, so both are set.
         let len = HOT.range_len.load(Ordering::Acquire);
         let base = HOT.range_base.load(Ordering::Relaxed);
         debug_assert!(len != 0 && base != NO_BASE);
-        // Ordering: the base first, then the length, both Relaxed: see `contains` for why any
-        // mix a racing reader sees is safe, and why the pointer's owner sees both.
+        // Ordering: the base first, then the length with Release (see above); `contains` says why
+        // any mix a racing reader without a happens-before edge sees is still safe.
         self.base.store(base, Ordering::Relaxed);
-        self.len.store(len, Ordering::Relaxed);
+        self.len.store(len, Ordering::Release);
     }
 }
 
