@@ -215,6 +215,25 @@ macro_rules! frame_marker {
 }
 
 impl<A: GlobalAlloc> Profiled<A> {
+    /// [`profiler::alloc_sampled`], then the range copy filled before the block leaves this value:
+    /// the one way a sampled block is handed out, so `dealloc` always recognises it.
+    ///
+    /// # Safety
+    /// As for [`profiler::alloc_sampled`].
+    #[inline(always)]
+    unsafe fn alloc_sampled(
+        &self,
+        layout: Layout,
+        zeroed: bool,
+        period: u64,
+        marker: usize,
+    ) -> Option<*mut u8> {
+        // SAFETY: forwarded contract.
+        let ptr = unsafe { profiler::alloc_sampled(layout, zeroed, period, marker) }?;
+        self.range.fill();
+        Some(ptr)
+    }
+
     /// The allocation path once the countdown expired. `layout` comes first and `this` after it
     /// so that the fast path reaches here with the size still in the register it arrived in (no
     /// moves before the sampling branch).
@@ -224,8 +243,7 @@ impl<A: GlobalAlloc> Profiled<A> {
         let marker = frame_marker!();
         if let Some(period) = sampler::on_countdown_expired(layout.size()) {
             // SAFETY: layout has a non-zero size (our caller's contract); marker is a local here.
-            if let Some(ptr) = unsafe { profiler::alloc_sampled(layout, zeroed, period, marker) } {
-                this.range.fill();
+            if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
                 return ptr;
             }
         }
@@ -263,10 +281,7 @@ impl<A: GlobalAlloc> Profiled<A> {
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         // SAFETY: new_layout has a non-zero size; marker is a local of this frame.
         let sampled =
-            period.and_then(|p| unsafe { profiler::alloc_sampled(new_layout, false, p, marker) });
-        if sampled.is_some() {
-            self.range.fill();
-        }
+            period.and_then(|p| unsafe { self.alloc_sampled(new_layout, false, p, marker) });
         // SAFETY: new_layout is valid and non-zero (see above).
         let new = sampled.unwrap_or_else(|| unsafe { self.inner.alloc(new_layout) });
         if new.is_null() {
