@@ -17,11 +17,18 @@
 //! 2. The cost of one sampled allocation (capture + record, at 32 frames) per unwinder.
 //! 3. The time to dump 100,000 live samples, raw and symbolized.
 //!
+//! Every round also runs each mode once more on a tiny churn (`CHURN_SETUP_ALLOCATIONS`, default
+//! 2 × 2,000 allocations, about 16 samples): its CPU time over plain jemalloc's in the same round is
+//! the mode's one-time set-up per process (the sampled arena and its slabs, jemalloc's `mallctl`
+//! tables, thread caches and tables, the unwinder's first use), mostly page faults. A ratio above
+//! includes it once; the table shows what share of the run that is, and the ratio without it, which
+//! is what the shim costs per allocation in a long-running process.
+//!
 //! `CHURN_ALLOCATIONS` (per thread) and `CHURN_ROUNDS` override the defaults. `CHURN_MODES` (a
 //! comma-separated list of `again`, `off`, `fp`, `backtrace`, `auto`, `jemalloc-prof`) runs only
 //! those churn modes besides plain jemalloc, and only the churn. On a shared machine, many short
 //! rounds pin the ratios down far better than a few long ones: with
-//! `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 8 minutes) the
+//! `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 12 minutes) the
 //! intervals are about ±0.4%.
 
 #[path = "support/workload.rs"]
@@ -146,6 +153,35 @@ fn field(out: &[(String, String)], key: &str) -> Option<String> {
     out.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
 }
 
+/// A child's `*_ns` figure in seconds.
+fn seconds(out: &[(String, String)], key: &str) -> Option<f64> {
+    field(out, key)
+        .and_then(|ns| ns.parse::<f64>().ok())
+        .map(|ns| ns / 1e9)
+}
+
+/// `env` with `CHURN_ALLOCATIONS` set to `per_thread`.
+fn with_allocations(env: &[(String, String)], per_thread: usize) -> Vec<(String, String)> {
+    env.iter()
+        .map(|(k, v)| match k.as_str() {
+            "CHURN_ALLOCATIONS" => (k.clone(), per_thread.to_string()),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect()
+}
+
+/// `f(mode, plain)` for every round where both ran.
+fn paired_with(
+    mode: &[Option<f64>],
+    plain: &[Option<f64>],
+    f: impl Fn(f64, f64) -> f64,
+) -> Vec<f64> {
+    mode.iter()
+        .zip(plain)
+        .filter_map(|(c, b)| Some(f((*c)?, (*b)?)))
+        .collect()
+}
+
 fn drive() {
     if std::env::args().any(|a| a == "--list") {
         return;
@@ -154,6 +190,10 @@ fn drive() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000_000);
+    let setup_per_thread: usize = std::env::var("CHURN_SETUP_ALLOCATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
     let rounds: usize = std::env::var("CHURN_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -232,6 +272,8 @@ fn drive() {
     // Per mode and round: wall and CPU seconds (None where the run failed).
     let mut times: Vec<Vec<Option<f64>>> = vec![vec![None; rounds]; modes.len()];
     let mut cpu: Vec<Vec<Option<f64>>> = vec![vec![None; rounds]; modes.len()];
+    // CPU seconds of the tiny churn, per mode and round.
+    let mut setup_cpu: Vec<Vec<Option<f64>>> = vec![vec![None; rounds]; modes.len()];
     let mut notes: Vec<String> = vec![String::new(); modes.len()];
     let mut rng = Xorshift(0x9E37_79B9_7F4A_7C15);
     let mut order: Vec<usize> = (0..modes.len()).collect();
@@ -249,14 +291,16 @@ fn drive() {
             let Some(exe) = &mode.exe else { continue };
             match run_child(exe, &mode.env) {
                 Ok(out) => {
-                    let seconds = |key| field(&out, key).and_then(|ns| ns.parse::<f64>().ok());
-                    times[i][round] = seconds("elapsed_ns").map(|ns| ns / 1e9);
-                    cpu[i][round] = seconds("cpu_ns").map(|ns| ns / 1e9);
+                    times[i][round] = seconds(&out, "elapsed_ns");
+                    cpu[i][round] = seconds(&out, "cpu_ns");
                     if let (Some(s), Some(u)) = (field(&out, "samples"), field(&out, "unwinder")) {
                         notes[i] = format!("{s} samples, unwinder {u}");
                     }
                 }
                 Err(e) => notes[i] = format!("unavailable: {}", e.lines().next().unwrap_or("")),
+            }
+            if let Ok(out) = run_child(exe, &with_allocations(&mode.env, setup_per_thread)) {
+                setup_cpu[i][round] = seconds(&out, "cpu_ns");
             }
         }
     }
@@ -271,11 +315,7 @@ fn drive() {
     );
     for (i, Mode { name, .. }) in modes.iter().enumerate() {
         // Rounds where both this mode and jemalloc ran.
-        let paired: Vec<f64> = cpu[i]
-            .iter()
-            .zip(&cpu[0])
-            .filter_map(|(c, b)| Some((*c)? / (*b)?))
-            .collect();
+        let paired = paired_with(&cpu[i], &cpu[0], |c, b| c / b);
         if paired.is_empty() {
             println!(
                 "{name:<34} {:>10} {:>10} {:>11} {:>13} {:>17}  {}",
@@ -292,6 +332,39 @@ fn drive() {
             median(&paired),
             format!("[{low:.3}, {high:.3}]"),
             notes[i]
+        );
+    }
+
+    // The one-time set-up, and the ratios without it.
+    println!(
+        "\none-time set-up per process (tiny churn, 2 x {setup_per_thread} allocations, CPU over \
+         plain jemalloc in the same round):"
+    );
+    println!(
+        "{:<34} {:>9} {:>17} {:>13} {:>17}",
+        "mode", "extra ms", "95% interval", "share of run", "ratio without it"
+    );
+    let plain_cpu: Vec<f64> = cpu[0].iter().flatten().copied().collect();
+    let plain_run = if plain_cpu.is_empty() {
+        f64::NAN
+    } else {
+        median(&plain_cpu)
+    };
+    for (i, Mode { name, .. }) in modes.iter().enumerate().skip(1) {
+        let extra = paired_with(&setup_cpu[i], &setup_cpu[0], |c, b| (c - b) * 1e3);
+        let paired = paired_with(&cpu[i], &cpu[0], |c, b| c / b);
+        if extra.is_empty() || paired.is_empty() || !plain_run.is_finite() {
+            println!("{name:<34} {:>9}", "-");
+            continue;
+        }
+        let (low, high) = bootstrap_median_interval(&extra, &mut rng);
+        let share = median(&extra) / 1e3 / plain_run;
+        println!(
+            "{name:<34} {:>9.2} {:>17} {:>12.2}% {:>16.3}x",
+            median(&extra),
+            format!("[{low:.2}, {high:.2}]"),
+            share * 100.0,
+            median(&paired) - share,
         );
     }
     if wanted.is_some() {

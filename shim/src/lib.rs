@@ -103,9 +103,10 @@
 //! R = 512 KiB), relative to plain jemalloc in CPU time, on a shared 2-core machine, as the median
 //! of 2,000 paired short runs (`CHURN_MODES=again,off,fp CHURN_ROUNDS=2000
 //! CHURN_ALLOCATIONS=2000000 RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p jeprof-shim
-//! --bench churn --bench churn_plain`): sampling off 1.013× (95% interval 1.010–1.016), R = 512 KiB
-//! with frame pointers 1.060× (1.055–1.063); two identical runs of plain jemalloc 1.000×
-//! (0.998–1.002), and code placement alone moves plain jemalloc by up to 0.7%. With libgcc about
+//! --bench churn --bench churn_plain`): sampling off 1.015× (95% interval 1.012–1.018), R = 512 KiB
+//! with frame pointers 1.062× (1.058–1.064), 1.056× without the one-time set-up of 0.55 ms per
+//! process (the bench measures it on a tiny churn); two identical runs of plain jemalloc 1.001×
+//! (0.998–1.004), and code placement alone moves plain jemalloc by up to 0.7%. With libgcc about
 //! 1.35–1.43×; jemalloc's own profiler (`prof:true,lg_prof_sample:19`) 1.45–1.58×. Sampling off
 //! adds 7 instructions per allocation–free pair (3 in `alloc`, 4 in `dealloc`). One sampled
 //! allocation (capture and record, 32 frames): 0.12–0.27 µs with frame pointers, about 5 µs with
