@@ -25,11 +25,21 @@
 //! is what the shim costs per allocation in a long-running process.
 //!
 //! `CHURN_ALLOCATIONS` (per thread) and `CHURN_ROUNDS` override the defaults. `CHURN_MODES` (a
-//! comma-separated list of `again`, `off`, `fp`, `backtrace`, `auto`, `jemalloc-prof`) runs only
-//! those churn modes besides plain jemalloc, and only the churn. On a shared machine, many short
-//! rounds pin the ratios down far better than a few long ones: with
-//! `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 12 minutes) the
-//! intervals are about ±0.4%.
+//! comma-separated list of `again`, `off`, `fp`, `backtrace`, `auto`, `jemalloc-prof`, and with the
+//! `cost-breakdown` feature `stop-expiry`, `stop-capture`, `stop-arena`) runs only those churn
+//! modes besides plain jemalloc, and only the churn. The `stop-*` modes cut every sample short after
+//! one part of the sampled path (`src/breakdown.rs`), so the differences between them, sampling
+//! off and `fp` are what each part costs:
+//!
+//! ```text
+//! CHURN_MODES=off,stop-expiry,stop-capture,stop-arena,fp CHURN_ROUNDS=900 \
+//!   CHURN_ALLOCATIONS=2000000 RUSTFLAGS="-C force-frame-pointers=yes" \
+//!   cargo bench -p jeprof-shim --features cost-breakdown --bench churn --bench churn_plain
+//! ```
+//!
+//! On a shared machine, many short rounds pin the ratios down far better than a few long ones:
+//! with `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 12 minutes)
+//! the intervals are about ±0.4%.
 
 #[path = "support/workload.rs"]
 mod workload;
@@ -211,7 +221,7 @@ fn drive() {
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env
     };
-    let all_modes = [
+    let mut all_modes = vec![
         ("jemalloc", "jemalloc", plain.clone(), churn(&[])),
         // The same binary and settings again: how far apart two identical runs land on this
         // machine, so every other row's ratio can be read against it.
@@ -252,8 +262,24 @@ fn drive() {
             churn(&[("_RJEM_MALLOC_CONF", "prof:true,lg_prof_sample:19")]),
         ),
     ];
+    if cfg!(feature = "cost-breakdown") {
+        // The sampled path cut short after each part (`src/breakdown.rs`): differences between
+        // these rows, sampling off and `fp` are what each part costs.
+        let fp = "sample_rate:524288,unwinder:fp";
+        for (key, name, part) in [
+            ("stop-expiry", "fp, stop after countdown expiry", "expiry"),
+            ("stop-capture", "fp, stop after stack capture", "capture"),
+            ("stop-arena", "fp, stop after sampled arena", "arena"),
+        ] {
+            let env = churn(&[("JEPROF_SHIM", fp), ("JEPROF_SHIM_STOP_AFTER", part)]);
+            all_modes.push((key, name, Some(me.clone()), env));
+        }
+    }
     // Plain jemalloc always runs: it is what every ratio is taken against.
     let wanted = std::env::var("CHURN_MODES").ok();
+    if !cfg!(feature = "cost-breakdown") && wanted.as_deref().is_some_and(|w| w.contains("stop-")) {
+        println!("the stop-* modes need `--features cost-breakdown`; running the others");
+    }
     let modes: Vec<Mode> = all_modes
         .into_iter()
         .filter(|(key, ..)| {
