@@ -170,6 +170,14 @@ fn seconds(out: &[(String, String)], key: &str) -> Option<f64> {
         .map(|ns| ns / 1e9)
 }
 
+/// The environment variable `name` as a count, `default` when unset or not a number.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// `env` with `CHURN_ALLOCATIONS` set to `per_thread`.
 fn with_allocations(env: &[(String, String)], per_thread: usize) -> Vec<(String, String)> {
     env.iter()
@@ -196,18 +204,9 @@ fn drive() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let per_thread: usize = std::env::var("CHURN_ALLOCATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000_000);
-    let setup_per_thread: usize = std::env::var("CHURN_SETUP_ALLOCATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000);
-    let rounds: usize = std::env::var("CHURN_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9);
+    let per_thread = env_usize("CHURN_ALLOCATIONS", 20_000_000);
+    let setup_per_thread = env_usize("CHURN_SETUP_ALLOCATIONS", 2_000);
+    let rounds = env_usize("CHURN_ROUNDS", 9);
     let me = std::env::current_exe().unwrap();
     let plain = plain_binary();
     if plain.is_none() {
@@ -339,9 +338,13 @@ fn drive() {
         "{:<34} {:>10} {:>10} {:>11} {:>13} {:>17}  notes",
         "mode", "min wall s", "min cpu s", "ratio (min)", "ratio (paired)", "95% interval"
     );
+    // Per mode: the CPU ratio to plain jemalloc in every round where both ran.
+    let paired: Vec<Vec<f64>> = cpu
+        .iter()
+        .map(|mode| paired_with(mode, &cpu[0], |c, b| c / b))
+        .collect();
     for (i, Mode { name, .. }) in modes.iter().enumerate() {
-        // Rounds where both this mode and jemalloc ran.
-        let paired = paired_with(&cpu[i], &cpu[0], |c, b| c / b);
+        let paired = &paired[i];
         if paired.is_empty() {
             println!(
                 "{name:<34} {:>10} {:>10} {:>11} {:>13} {:>17}  {}",
@@ -349,13 +352,13 @@ fn drive() {
             );
             continue;
         }
-        let (low, high) = bootstrap_median_interval(&paired, &mut rng);
+        let (low, high) = bootstrap_median_interval(paired, &mut rng);
         println!(
             "{name:<34} {:>10.3} {:>10.3} {:>10.3}x {:>12.3}x {:>17}  {}",
             min(&times[i]),
             min(&cpu[i]),
             min(&cpu[i]) / min(&cpu[0]),
-            median(&paired),
+            median(paired),
             format!("[{low:.3}, {high:.3}]"),
             notes[i]
         );
@@ -371,18 +374,14 @@ fn drive() {
         "mode", "extra ms", "95% interval", "share of run", "ratio without it"
     );
     let plain_cpu: Vec<f64> = cpu[0].iter().flatten().copied().collect();
-    let plain_run = if plain_cpu.is_empty() {
-        f64::NAN
-    } else {
-        median(&plain_cpu)
-    };
+    let plain_run = (!plain_cpu.is_empty()).then(|| median(&plain_cpu));
     for (i, Mode { name, .. }) in modes.iter().enumerate().skip(1) {
         let extra = paired_with(&setup_cpu[i], &setup_cpu[0], |c, b| (c - b) * 1e3);
-        let paired = paired_with(&cpu[i], &cpu[0], |c, b| c / b);
-        if extra.is_empty() || paired.is_empty() || !plain_run.is_finite() {
+        let paired = &paired[i];
+        let Some(plain_run) = plain_run.filter(|_| !extra.is_empty() && !paired.is_empty()) else {
             println!("{name:<34} {:>9}", "-");
             continue;
-        }
+        };
         let (low, high) = bootstrap_median_interval(&extra, &mut rng);
         let share = median(&extra) / 1e3 / plain_run;
         println!(
@@ -390,7 +389,7 @@ fn drive() {
             median(&extra),
             format!("[{low:.2}, {high:.2}]"),
             share * 100.0,
-            median(&paired) - share,
+            median(paired) - share,
         );
     }
     if wanted.is_some() {

@@ -121,10 +121,10 @@ impl RangeCopy {
         // Ordering: Relaxed is enough (and keeps the compiler free to keep values in registers
         // around the check). Both words are written once, and happen before any sampled pointer
         // leaves this value ([`RangeCopy::fill`]); a thread holding such a pointer got it through
-        // a happens-before edge from the thread that returned it, so it reads both new values. A thread that has no
-        // such edge may read any mix of old and new values: an old length (0) matches nothing, and
-        // an old base (`NO_BASE`) matches nothing with any length, so a pointer outside the range
-        // is never taken for a sampled one.
+        // a happens-before edge from the thread that returned it, so it reads both new values. A
+        // thread that has no such edge may read any mix of old and new values: an old length (0)
+        // matches nothing, and an old base (`NO_BASE`) matches nothing with any length, so a
+        // pointer outside the range is never taken for a sampled one.
         let len = self.len.load(Ordering::Relaxed);
         // Ordering: see above.
         let base = self.base.load(Ordering::Relaxed);

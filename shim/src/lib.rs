@@ -43,9 +43,10 @@
 //!   usually takes no arena lock; a `pthread_key` destructor destroys the tcache at thread exit
 //!   (after Rust's thread-local destructors), and from then on, or if no tcache can be had, the
 //!   thread uses `MALLOCX_TCACHE_NONE`. `dealloc` knows a pointer was sampled by one range check
-//!   (the range is a power of two in size and aligned to it, so the check is `ptr ^ base < len`: two
-//!   loads from one cache line, an xor and a compare). One object of each small size class is pinned in the arena so that
-//!   sparse samples share slabs instead of creating and destroying one per sample. **Whatever `A`
+//!   (the range is a power of two in size and aligned to it, so the check is `ptr ^ base < len`:
+//!   two loads from one cache line, an xor and a compare). One object of each small size class is
+//!   pinned in the arena so that sparse samples share slabs instead of creating and destroying one
+//!   per sample. **Whatever `A`
 //!   is, sampled objects always live in jemalloc's sampled arena**: the profiler always links
 //!   jemalloc.
 //! - **Stacks** (`stack.rs`, `table.rs`, `accum.rs`): captured on the sampled path only, into a
