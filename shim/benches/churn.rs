@@ -37,6 +37,21 @@
 //!   cargo bench -p jeprof-shim --features cost-breakdown --bench churn --bench churn_plain
 //! ```
 //!
+//! `CHURN_RATES` (a comma-separated list of periods in bytes) adds the frame-pointer mode at each of
+//! those sampling periods, so the cost per sample and what remains with almost no samples can be
+//! read off the rows:
+//!
+//! ```text
+//! CHURN_MODES=off,fp CHURN_RATES=131072,2097152,67108864 CHURN_ROUNDS=600 \
+//!   CHURN_ALLOCATIONS=2000000 RUSTFLAGS="-C force-frame-pointers=yes" \
+//!   cargo bench -p jeprof-shim --bench churn --bench churn_plain
+//! ```
+//!
+//! `CHURN_WARMUP` (allocations per thread) runs that many allocations first in every child, and
+//! then times only what follows, with each thread's own CPU clock: one-time costs (the sampled
+//! arena, tables, caches, page faults) fall in the warm-up, so the ratios are the cost per
+//! allocation of a long-running process. The set-up table then shows about nothing.
+//!
 //! On a shared machine, many short rounds pin the ratios down far better than a few long ones:
 //! with `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 12 minutes)
 //! the intervals are about ±0.4%.
@@ -57,12 +72,8 @@ fn main() {
     match std::env::var("CHURN_MODE").as_deref() {
         Ok("churn") => {
             let per_thread: usize = std::env::var("CHURN_ALLOCATIONS").unwrap().parse().unwrap();
-            let cpu_before = workload::cpu_time();
-            let elapsed = workload::churn(2, per_thread);
-            let cpu = workload::cpu_time() - cpu_before;
+            workload::run_and_report(2, per_thread);
             let stats = jeprof_shim::stats();
-            println!("elapsed_ns {}", elapsed.as_nanos());
-            println!("cpu_ns {}", cpu.as_nanos());
             println!("samples {}", stats.samples_taken);
             println!("unwinder {:?}", stats.unwinder);
         }
@@ -94,7 +105,7 @@ fn plain_binary() -> Option<PathBuf> {
 
 /// One way of running the churn: a binary and its environment.
 struct Mode {
-    name: &'static str,
+    name: String,
     exe: Option<PathBuf>,
     env: Vec<(String, String)>,
 }
@@ -279,7 +290,7 @@ fn drive() {
     if !cfg!(feature = "cost-breakdown") && wanted.as_deref().is_some_and(|w| w.contains("stop-")) {
         println!("the stop-* modes need `--features cost-breakdown`; running the others");
     }
-    let modes: Vec<Mode> = all_modes
+    let mut modes: Vec<Mode> = all_modes
         .into_iter()
         .filter(|(key, ..)| {
             *key == "jemalloc"
@@ -287,11 +298,42 @@ fn drive() {
                     .as_deref()
                     .is_none_or(|w| w.split(',').any(|k| k.trim() == *key))
         })
-        .map(|(_, name, exe, env)| Mode { name, exe, env })
+        .map(|(_, name, exe, env)| Mode {
+            name: name.to_string(),
+            exe,
+            env,
+        })
         .collect();
+    // The frame-pointer mode again at each period listed: how the cost grows with the number of
+    // samples, and what is left of it with almost none.
+    for rate in std::env::var("CHURN_RATES").unwrap_or_default().split(',') {
+        let rate = rate.trim();
+        if rate.is_empty() {
+            continue;
+        }
+        match rate.parse::<u64>() {
+            Ok(rate) if rate > 0 => modes.push(Mode {
+                name: format!("shim, R={rate} B, fp"),
+                exe: Some(me.clone()),
+                env: churn(&[("JEPROF_SHIM", &format!("sample_rate:{rate},unwinder:fp"))]),
+            }),
+            _ => println!(
+                "CHURN_RATES: {rate:?} is not a period in bytes (a whole number > 0); skipped"
+            ),
+        }
+    }
+    let warmup = workload::warmup();
+    let measured = if warmup == 0 {
+        "CPU time (user + system)".to_string()
+    } else {
+        format!(
+            "after a warm-up of {warmup} allocations per thread (samples counted include it), \
+             the threads' own CPU time"
+        )
+    };
     println!(
         "2-thread churn: sizes 16-4096 B, {} live objects/thread, 2 x {per_thread} allocations; \
-         {rounds} interleaved rounds; CPU time (user + system)",
+         {rounds} interleaved rounds; {measured}",
         workload::LIVE_PER_THREAD
     );
     // Per mode and round: wall and CPU seconds (None where the run failed).

@@ -13,9 +13,5 @@ fn main() {
         println!("churn_plain: a helper of `cargo bench -p jeprof-shim --bench churn`");
         return;
     };
-    let per_thread: usize = per_thread.parse().unwrap();
-    let cpu_before = workload::cpu_time();
-    let elapsed = workload::churn(2, per_thread);
-    println!("elapsed_ns {}", elapsed.as_nanos());
-    println!("cpu_ns {}", (workload::cpu_time() - cpu_before).as_nanos());
+    workload::run_and_report(2, per_thread.parse().unwrap());
 }

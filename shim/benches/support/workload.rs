@@ -1,17 +1,25 @@
 //! The churn workload shared by the bench binaries.
 
 use std::hint::black_box;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// Live objects per thread.
 pub const LIVE_PER_THREAD: usize = 1024;
 
 /// Each of `threads` threads replaces a random one of its 1,024 live blocks with a new block of
-/// 16–4096 bytes, `allocations_per_thread` times. Returns the wall time.
-pub fn churn(threads: usize, allocations_per_thread: usize) -> Duration {
-    let start = Instant::now();
+/// 16–4096 bytes, `warmup` times and then `allocations_per_thread` times. Returns the wall time of
+/// the second part and the CPU time its threads spent in it (each thread's own clock, summed).
+///
+/// The threads meet at a barrier between the two parts, so a warm-up leaves every one-time cost
+/// (the threads' first allocations, and a profiler's arena, tables and caches, once each thread
+/// has taken a sample) out of what is timed: what remains is the cost per allocation of a
+/// long-running process.
+pub fn churn(threads: usize, warmup: usize, allocations_per_thread: usize) -> (Duration, Duration) {
+    let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
+            let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
                 let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
                 let mut next = move || {
@@ -21,7 +29,7 @@ pub fn churn(threads: usize, allocations_per_thread: usize) -> Duration {
                     state
                 };
                 let mut slots: Vec<Vec<u8>> = (0..LIVE_PER_THREAD).map(|_| Vec::new()).collect();
-                for _ in 0..allocations_per_thread {
+                let mut replace = |slots: &mut Vec<Vec<u8>>| {
                     let r = next();
                     let slot = (r as usize) % LIVE_PER_THREAD;
                     let size = 16 + ((r >> 32) as usize) % 4081;
@@ -29,15 +37,64 @@ pub fn churn(threads: usize, allocations_per_thread: usize) -> Duration {
                     // Touch the block so the allocation cannot be elided.
                     v.push(r as u8);
                     slots[slot] = black_box(v);
+                };
+                for _ in 0..warmup {
+                    replace(&mut slots);
                 }
+                barrier.wait();
+                let cpu_before = thread_cpu_time();
+                for _ in 0..allocations_per_thread {
+                    replace(&mut slots);
+                }
+                let cpu = thread_cpu_time() - cpu_before;
                 black_box(&slots);
+                cpu
             })
         })
         .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
-    start.elapsed()
+    barrier.wait();
+    let start = Instant::now();
+    let cpu = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    (start.elapsed(), cpu)
+}
+
+/// The calling thread's CPU time so far.
+fn thread_cpu_time() -> Duration {
+    // SAFETY: clock_gettime writes one timespec, which we provide zeroed.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts
+    };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// `CHURN_WARMUP`: allocations per thread before the timed part (0 when unset). Anything else than
+/// a whole number ends the process with a message and exit code 2.
+pub fn warmup() -> usize {
+    let Ok(w) = std::env::var("CHURN_WARMUP") else {
+        return 0;
+    };
+    w.trim().parse().unwrap_or_else(|_| {
+        eprintln!("CHURN_WARMUP: {w:?} is not a whole number of allocations per thread");
+        std::process::exit(2)
+    })
+}
+
+/// Runs the churn as the bench's children do and prints what they report: wall time, and CPU
+/// time: the whole process's (user + system) without a warm-up, as before; with one, the threads'
+/// own CPU time in the timed part, which leaves out the warm-up and all one-time costs.
+pub fn run_and_report(threads: usize, allocations_per_thread: usize) {
+    let warmup = warmup();
+    let cpu_before = cpu_time();
+    let (elapsed, thread_cpu) = churn(threads, warmup, allocations_per_thread);
+    let cpu = if warmup == 0 {
+        cpu_time() - cpu_before
+    } else {
+        thread_cpu
+    };
+    println!("elapsed_ns {}", elapsed.as_nanos());
+    println!("cpu_ns {}", cpu.as_nanos());
 }
 
 /// User + system CPU time of this process so far. Less disturbed than wall time when other
