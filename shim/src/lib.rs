@@ -110,8 +110,9 @@
 //! (0.998–1.004), and code placement alone moves plain jemalloc by up to 0.7%; runs at different
 //! hours of one day gave sampling off 1.017–1.039 and frame pointers 1.057–1.072. In steady state
 //! (`CHURN_WARMUP=200000`: one-time costs left out, the cost per allocation of a long-running
-//! process) sampling off 1.009× (1.004–1.012) and frame pointers 1.045× (1.042–1.049); a sample then
-//! costs about 160 ns of CPU all-in (the bench's `CHURN_RATES` varies R). With libgcc about
+//! process) sampling off 1.009× (1.004–1.012) and frame pointers 1.045× (1.042–1.049), and at other
+//! hours 1.005–1.013 and 1.031–1.048; a sample then costs about 160 ns of CPU all-in (the bench's
+//! `CHURN_RATES` varies R). With libgcc about
 //! 1.35–1.43×; jemalloc's own profiler (`prof:true,lg_prof_sample:19`) 1.45–1.58×. Sampling off
 //! adds 7 instructions per allocation–free pair (3 in `alloc`, 4 in `dealloc`). One sampled
 //! allocation (capture and record, 32 frames): 0.12–0.27 µs with frame pointers, about 5 µs with
