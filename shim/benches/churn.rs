@@ -181,14 +181,6 @@ fn seconds(out: &[(String, String)], key: &str) -> Option<f64> {
         .map(|ns| ns / 1e9)
 }
 
-/// The environment variable `name` as a count, `default` when unset or not a number.
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// `env` with `CHURN_ALLOCATIONS` set to `per_thread`.
 fn with_allocations(env: &[(String, String)], per_thread: usize) -> Vec<(String, String)> {
     env.iter()
@@ -215,9 +207,9 @@ fn drive() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let per_thread = env_usize("CHURN_ALLOCATIONS", 20_000_000);
-    let setup_per_thread = env_usize("CHURN_SETUP_ALLOCATIONS", 2_000);
-    let rounds = env_usize("CHURN_ROUNDS", 9);
+    let per_thread = workload::env_count("CHURN_ALLOCATIONS", 20_000_000);
+    let setup_per_thread = workload::env_count("CHURN_SETUP_ALLOCATIONS", 2_000);
+    let rounds = workload::env_count("CHURN_ROUNDS", 9);
     let me = std::env::current_exe().unwrap();
     let plain = plain_binary();
     if plain.is_none() {

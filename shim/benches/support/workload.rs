@@ -69,16 +69,21 @@ fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// `CHURN_WARMUP`: allocations per thread before the timed part (0 when unset). Anything else than
-/// a whole number ends the process with a message and exit code 2.
-pub fn warmup() -> usize {
-    let Ok(w) = std::env::var("CHURN_WARMUP") else {
-        return 0;
+/// The environment variable `name` as a count, `default` when unset. Anything else than a whole
+/// number ends the process with a message and exit code 2.
+pub fn env_count(name: &str, default: usize) -> usize {
+    let Ok(value) = std::env::var(name) else {
+        return default;
     };
-    w.trim().parse().unwrap_or_else(|_| {
-        eprintln!("CHURN_WARMUP: {w:?} is not a whole number of allocations per thread");
+    value.trim().parse().unwrap_or_else(|_| {
+        eprintln!("{name}: {value:?} is not a whole number");
         std::process::exit(2)
     })
+}
+
+/// `CHURN_WARMUP`: allocations per thread before the timed part (0 when unset).
+pub fn warmup() -> usize {
+    env_count("CHURN_WARMUP", 0)
 }
 
 /// Runs the churn as the bench's children do and prints what they report: wall time, and CPU
