@@ -52,6 +52,15 @@
 //! arena, tables, caches, page faults) fall in the warm-up, so the ratios are the cost per
 //! allocation of a long-running process. The set-up table then shows about nothing.
 //!
+//! `CHURN_LAYOUTS=DIR` runs every mode with each code layout's binaries under `DIR` (built by
+//! `benches/build-layouts.sh N DIR`, which relinks this bench's two binaries with lld's
+//! `--shuffle-sections`), takes each ratio against plain jemalloc of the same layout, and adds a
+//! table averaged over the layouts: one pair of binaries is one draw of code placement, which moves
+//! this churn by percents.
+//!
+//! Built with `--features path-latency`, every child also times each sampled allocation and free
+//! as a whole (`src/latency.rs`), and a last table gives the mean latency per sample by mode.
+//!
 //! On a shared machine, many short rounds pin the ratios down far better than a few long ones:
 //! with `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 12 minutes)
 //! the intervals are about ±0.4%.
@@ -72,10 +81,23 @@ fn main() {
     match std::env::var("CHURN_MODE").as_deref() {
         Ok("churn") => {
             let per_thread: usize = std::env::var("CHURN_ALLOCATIONS").unwrap().parse().unwrap();
-            workload::run_and_report(2, per_thread);
+            #[cfg(feature = "path-latency")]
+            let at_timed_start = jeprof_shim::reset_sampled_path_latency;
+            #[cfg(not(feature = "path-latency"))]
+            let at_timed_start = || {};
+            workload::run_and_report(2, per_thread, at_timed_start);
             let stats = jeprof_shim::stats();
             println!("samples {}", stats.samples_taken);
             println!("unwinder {:?}", stats.unwinder);
+            #[cfg(feature = "path-latency")]
+            {
+                let latency = jeprof_shim::sampled_path_latency();
+                if latency.allocations > 0 {
+                    println!("path_alloc_ns {}", latency.alloc_ns);
+                    println!("path_free_ns {}", latency.free_ns);
+                    println!("path_clock_ns {}", latency.clock_ns);
+                }
+            }
         }
         Ok("sample-cost") => sample_cost(),
         Ok("dump") => dump_time(),
@@ -104,10 +126,45 @@ fn plain_binary() -> Option<PathBuf> {
 }
 
 /// One way of running the churn: a binary and its environment.
+#[derive(Clone)]
 struct Mode {
     name: String,
     exe: Option<PathBuf>,
     env: Vec<(String, String)>,
+    /// Runs the `churn_plain` binary (plain jemalloc), not the shim.
+    plain: bool,
+    /// The code layout it was linked with (`CHURN_LAYOUTS`), or none: the binaries cargo built.
+    layout: Option<String>,
+}
+
+impl Mode {
+    /// The mode's name, with its layout where it has one.
+    fn label(&self) -> String {
+        match &self.layout {
+            Some(layout) => format!("{} [{layout}]", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// The layouts under `dir` (`CHURN_LAYOUTS`): every subdirectory holding both a `churn` and a
+/// `plain` binary, by name.
+fn layouts(dir: &str) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.join("churn").is_file() && path.join("plain").is_file())
+        .map(|path| {
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                path,
+            )
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// xorshift64*: the bench's own generator, for the run order of each round and the bootstrap.
@@ -290,10 +347,12 @@ fn drive() {
                     .as_deref()
                     .is_none_or(|w| w.split(',').any(|k| k.trim() == *key))
         })
-        .map(|(_, name, exe, env)| Mode {
+        .map(|(key, name, exe, env)| Mode {
             name: name.to_string(),
             exe,
             env,
+            plain: matches!(key, "jemalloc" | "again" | "jemalloc-prof"),
+            layout: None,
         })
         .collect();
     // The frame-pointer mode again at each period listed: how the cost grows with the number of
@@ -308,12 +367,49 @@ fn drive() {
                 name: format!("shim, R={rate} B, fp"),
                 exe: Some(me.clone()),
                 env: churn(&[("JEPROF_SHIM", &format!("sample_rate:{rate},unwinder:fp"))]),
+                plain: false,
+                layout: None,
             }),
             _ => println!(
                 "CHURN_RATES: {rate:?} is not a period in bytes (a whole number > 0); skipped"
             ),
         }
     }
+    // Every mode again with each code layout's binaries (`benches/build-layouts.sh`): each ratio is
+    // then taken against plain jemalloc of the same layout, and averaged over the layouts.
+    if let Ok(dir) = std::env::var("CHURN_LAYOUTS") {
+        let found = layouts(&dir);
+        if found.is_empty() {
+            eprintln!(
+                "CHURN_LAYOUTS: {dir:?} holds no layout (a subdirectory with `churn` and `plain`); \
+                 build some with shim/benches/build-layouts.sh"
+            );
+            std::process::exit(2);
+        }
+        modes = found
+            .iter()
+            .flat_map(|(label, path)| {
+                modes.iter().map(move |mode| Mode {
+                    exe: mode
+                        .exe
+                        .as_ref()
+                        .map(|_| path.join(if mode.plain { "plain" } else { "churn" })),
+                    layout: Some(label.clone()),
+                    ..mode.clone()
+                })
+            })
+            .collect();
+    }
+    // Each mode's baseline: plain jemalloc of the same layout (the first mode of its layout).
+    let baseline: Vec<usize> = modes
+        .iter()
+        .map(|mode| {
+            modes
+                .iter()
+                .position(|m| m.layout == mode.layout)
+                .expect("a mode's own layout")
+        })
+        .collect();
     let warmup = workload::warmup();
     let measured = if warmup == 0 {
         "CPU time (user + system)".to_string()
@@ -334,6 +430,9 @@ fn drive() {
     // CPU seconds of the tiny churn, per mode and round.
     let mut setup_cpu: Vec<Vec<Option<f64>>> = vec![vec![None; rounds]; modes.len()];
     let mut notes: Vec<String> = vec![String::new(); modes.len()];
+    // The sampled path's latency (alloc, free, empty clock pair), per mode and round, where the
+    // child reports it (`path-latency` builds).
+    let mut latency: Vec<Vec<Option<[f64; 3]>>> = vec![vec![None; rounds]; modes.len()];
     let mut rng = Xorshift(0x9E37_79B9_7F4A_7C15);
     let mut order: Vec<usize> = (0..modes.len()).collect();
     for round in 0..rounds {
@@ -352,6 +451,11 @@ fn drive() {
                 Ok(out) => {
                     times[i][round] = seconds(&out, "elapsed_ns");
                     cpu[i][round] = seconds(&out, "cpu_ns");
+                    let ns = |key| field(&out, key).and_then(|v| v.parse::<f64>().ok());
+                    latency[i][round] = ns("path_alloc_ns")
+                        .zip(ns("path_free_ns"))
+                        .zip(ns("path_clock_ns"))
+                        .map(|((a, f), c)| [a, f, c]);
                     if let (Some(s), Some(u)) = (field(&out, "samples"), field(&out, "unwinder")) {
                         notes[i] = format!("{s} samples, unwinder {u}");
                     }
@@ -372,12 +476,14 @@ fn drive() {
         "{:<34} {:>10} {:>10} {:>11} {:>13} {:>17}  notes",
         "mode", "min wall s", "min cpu s", "ratio (min)", "ratio (paired)", "95% interval"
     );
-    // Per mode: the CPU ratio to plain jemalloc in every round where both ran.
+    // Per mode: the CPU ratio to plain jemalloc (of its layout) in every round where both ran.
     let paired: Vec<Vec<f64>> = cpu
         .iter()
-        .map(|mode| paired_with(mode, &cpu[0], |c, b| c / b))
+        .zip(&baseline)
+        .map(|(mode, &base)| paired_with(mode, &cpu[base], |c, b| c / b))
         .collect();
-    for (i, Mode { name, .. }) in modes.iter().enumerate() {
+    for (i, mode) in modes.iter().enumerate() {
+        let name = mode.label();
         let paired = &paired[i];
         if paired.is_empty() {
             println!(
@@ -391,12 +497,13 @@ fn drive() {
             "{name:<34} {:>10.3} {:>10.3} {:>10.3}x {:>12.3}x {:>17}  {}",
             min(&times[i]),
             min(&cpu[i]),
-            min(&cpu[i]) / min(&cpu[0]),
+            min(&cpu[i]) / min(&cpu[baseline[i]]),
             median(paired),
             format!("[{low:.3}, {high:.3}]"),
             notes[i]
         );
     }
+    print_layout_means(&modes, &baseline, &cpu, &mut rng);
 
     // The one-time set-up, and the ratios without it.
     println!(
@@ -407,10 +514,15 @@ fn drive() {
         "{:<34} {:>9} {:>17} {:>13} {:>17}",
         "mode", "extra ms", "95% interval", "share of run", "ratio without it"
     );
-    let plain_cpu: Vec<f64> = cpu[0].iter().flatten().copied().collect();
-    let plain_run = (!plain_cpu.is_empty()).then(|| median(&plain_cpu));
-    for (i, Mode { name, .. }) in modes.iter().enumerate().skip(1) {
-        let extra = paired_with(&setup_cpu[i], &setup_cpu[0], |c, b| (c - b) * 1e3);
+    for (i, mode) in modes.iter().enumerate() {
+        let base = baseline[i];
+        if base == i {
+            continue;
+        }
+        let name = mode.label();
+        let plain_cpu: Vec<f64> = cpu[base].iter().flatten().copied().collect();
+        let plain_run = (!plain_cpu.is_empty()).then(|| median(&plain_cpu));
+        let extra = paired_with(&setup_cpu[i], &setup_cpu[base], |c, b| (c - b) * 1e3);
         let paired = &paired[i];
         let Some(plain_run) = plain_run.filter(|_| !extra.is_empty() && !paired.is_empty()) else {
             println!("{name:<34} {:>9}", "-");
@@ -426,6 +538,7 @@ fn drive() {
             median(paired) - share,
         );
     }
+    print_latency(&modes, &latency);
     if wanted.is_some() {
         return;
     }
@@ -464,6 +577,102 @@ fn drive() {
             }
         }
         Err(e) => println!("  failed: {e}"),
+    }
+}
+
+/// With several code layouts: per mode, the geometric mean over layouts of the paired ratios of each
+/// round (rounds where every layout's pair ran), its median over rounds with a 95% bootstrap
+/// interval, and the range of the per-layout medians: what code placement alone moves.
+fn print_layout_means(
+    modes: &[Mode],
+    baseline: &[usize],
+    cpu: &[Vec<Option<f64>>],
+    rng: &mut Xorshift,
+) {
+    let mut names: Vec<&str> = Vec::new();
+    for (i, mode) in modes.iter().enumerate() {
+        if mode.layout.is_some() && baseline[i] != i && !names.contains(&mode.name.as_str()) {
+            names.push(&mode.name);
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    let rounds = cpu.first().map_or(0, Vec::len);
+    println!(
+        "\naveraged over code layouts (per round the geometric mean over layouts of each layout's \
+         paired ratio, then the median over rounds; last column: lowest and highest per-layout \
+         median):"
+    );
+    println!(
+        "{:<34} {:>7} {:>14} {:>17} {:>17}",
+        "mode", "layouts", "ratio (paired)", "95% interval", "layout range"
+    );
+    for name in names {
+        let members: Vec<usize> = (0..modes.len())
+            .filter(|&i| modes[i].name == name && baseline[i] != i)
+            .collect();
+        let per_round: Vec<f64> = (0..rounds)
+            .filter_map(|r| {
+                let logs: Option<Vec<f64>> = members
+                    .iter()
+                    .map(|&i| Some((cpu[i][r]? / cpu[baseline[i]][r]?).ln()))
+                    .collect();
+                let logs = logs?;
+                Some((logs.iter().sum::<f64>() / logs.len() as f64).exp())
+            })
+            .collect();
+        let medians: Vec<f64> = members
+            .iter()
+            .map(|&i| paired_with(&cpu[i], &cpu[baseline[i]], |c, b| c / b))
+            .filter(|v| !v.is_empty())
+            .map(|v| median(&v))
+            .collect();
+        if per_round.is_empty() || medians.is_empty() {
+            println!("{name:<34} {:>7} {:>14}", members.len(), "-");
+            continue;
+        }
+        let (low, high) = bootstrap_median_interval(&per_round, rng);
+        let lowest = medians.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = medians.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "{name:<34} {:>7} {:>13.3}x {:>17} {:>17}",
+            members.len(),
+            median(&per_round),
+            format!("[{low:.3}, {high:.3}]"),
+            format!("{lowest:.3}-{highest:.3}"),
+        );
+    }
+}
+
+/// The sampled path's latency table (`path-latency` builds; nothing when no child reported it).
+fn print_latency(modes: &[Mode], latency: &[Vec<Option<[f64; 3]>>]) {
+    if latency.iter().flatten().all(Option::is_none) {
+        return;
+    }
+    println!(
+        "\nsampled path latency (mean per sample in a run, median over rounds; each timed path \
+         includes one pair of clock readings, the clock column, which the last column takes off):"
+    );
+    println!(
+        "{:<34} {:>9} {:>9} {:>9} {:>16}",
+        "mode", "alloc ns", "free ns", "clock ns", "alloc+free net"
+    );
+    for (mode, rounds) in modes.iter().zip(latency) {
+        let runs: Vec<[f64; 3]> = rounds.iter().flatten().copied().collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let column = |k: usize| median(&runs.iter().map(|r| r[k]).collect::<Vec<_>>());
+        let net: Vec<f64> = runs.iter().map(|r| r[0] + r[1] - 2.0 * r[2]).collect();
+        println!(
+            "{:<34} {:>9.0} {:>9.0} {:>9.0} {:>16.0}",
+            mode.label(),
+            column(0),
+            column(1),
+            column(2),
+            median(&net)
+        );
     }
 }
 

@@ -13,5 +13,5 @@ fn main() {
         println!("churn_plain: a helper of `cargo bench -p jeprof-shim --bench churn`");
         return;
     };
-    workload::run_and_report(2, per_thread.parse().unwrap());
+    workload::run_and_report(2, per_thread.parse().unwrap(), || {});
 }

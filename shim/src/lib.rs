@@ -111,7 +111,13 @@
 //! (`CHURN_WARMUP=200000`: one-time costs left out, the cost per allocation of a long-running
 //! process) sampling off 1.009× (1.004–1.012) and frame pointers 1.045× (1.042–1.049), and at other
 //! hours 1.005–1.013 and 1.031–1.048; a sample then costs about 160 ns of CPU all-in (the bench's
-//! `CHURN_RATES` varies R). With libgcc about 1.35–1.43×; jemalloc's own profiler
+//! `CHURN_RATES` varies R). Each of those figures is one code layout's: averaged over 8 layouts
+//! (`benches/build-layouts.sh` and `CHURN_LAYOUTS`; lld's `--shuffle-sections`), sampling off costs
+//! 1.027× (1.013–1.032; per layout 1.000–1.034) and frame pointers 1.062× (1.057–1.071), in line with
+//! the 9.4 instructions sampling off adds to plain jemalloc's 199 per allocation–free pair (4.7%,
+//! `callgrind`). The feature `path-latency` times the sampled path as a whole: its allocation and
+//! free take about 120 ns at R = 128 KiB, 131 ns at 512 KiB and 659 ns at 32 MiB, for about the same
+//! instructions. With libgcc about 1.35–1.43×; jemalloc's own profiler
 //! (`prof:true,lg_prof_sample:19`) 1.45–1.58×. Sampling off
 //! adds 7 instructions per allocation–free pair (3 in `alloc`, 4 in `dealloc`). One sampled
 //! allocation (capture and record, 32 frames): 0.12–0.27 µs with frame pointers, about 5 µs with
@@ -173,6 +179,7 @@ mod arena;
 mod breakdown;
 mod config;
 mod exit_key;
+mod latency;
 mod profiler;
 mod sampler;
 mod stack;
@@ -183,6 +190,8 @@ pub use config::{
     ConfigError, DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
 };
 pub use jeprof_dumpfmt;
+#[cfg(feature = "path-latency")]
+pub use latency::{reset_sampled_path_latency, sampled_path_latency, SampledPathLatency};
 pub use stack::{Unwinder, MAX_FRAMES_LIMIT};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
@@ -251,10 +260,12 @@ impl<A: GlobalAlloc> Profiled<A> {
     #[inline(never)]
     unsafe fn alloc_slow(layout: Layout, this: &Self, zeroed: bool) -> *mut u8 {
         let marker = frame_marker!();
+        let started = latency::stamp();
         if let Some(period) = sampler::on_countdown_expired(layout.size()) {
             if !breakdown::stops_after(breakdown::Part::Expiry) {
                 // SAFETY: layout has a non-zero size (our caller's contract); marker is a local.
                 if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
+                    latency::sampled_alloc_done(started);
                     return ptr;
                 }
             }

@@ -14,7 +14,9 @@ use crate::accum::{self, ChargeError, ThreadTable, REGISTRY};
 use crate::sampler::Guard;
 use crate::stack::{Unwinder, UnwinderChoice, MAX_FRAMES_LIMIT};
 use crate::table::{self, lock, LiveSample, LiveShard, StackTable, LIVE, SHARDS, STACKS};
-use crate::{arena, breakdown, config, sampler, stack, symbolize, Dropped, Stats, SymbolizerCost};
+use crate::{
+    arena, breakdown, config, latency, sampler, stack, symbolize, Dropped, Stats, SymbolizerCost,
+};
 
 static INIT_STATE: AtomicU8 = AtomicU8::new(0);
 const INIT_RUNNING: u8 = 1;
@@ -173,6 +175,7 @@ pub(crate) unsafe fn alloc_sampled(
 /// `ptr` lies in the sampled arena ([`arena::RangeCopy::contains`]) and was allocated with
 /// `layout` (the `GlobalAlloc::dealloc` contract).
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
+    let started = latency::stamp();
     if !breakdown::stops_after(breakdown::Part::Arena) {
         lock(table::shard_of(ptr as usize)).remove(ptr as usize);
     }
@@ -181,6 +184,7 @@ pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
     // (caller contract), so this size and the same alignment flags free it; jemalloc finds the
     // arena from the object itself.
     unsafe { jem::sdallocx(ptr.cast(), layout.size(), flags) };
+    latency::sampled_free_done(started);
 }
 
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot

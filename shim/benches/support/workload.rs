@@ -14,11 +14,20 @@ pub const LIVE_PER_THREAD: usize = 1024;
 /// The threads meet at a barrier between the two parts, so a warm-up leaves every one-time cost
 /// (the threads' first allocations, and a profiler's arena, tables and caches, once each thread
 /// has taken a sample) out of what is timed: what remains is the cost per allocation of a
-/// long-running process.
-pub fn churn(threads: usize, warmup: usize, allocations_per_thread: usize) -> (Duration, Duration) {
+/// long-running process. `at_timed_start` runs while they wait there, after every warm-up and
+/// before any timed allocation (to start the bench's own counters afresh).
+pub fn churn(
+    threads: usize,
+    warmup: usize,
+    allocations_per_thread: usize,
+    at_timed_start: fn(),
+) -> (Duration, Duration) {
+    // Two barriers: every warm-up is done at the first, `at_timed_start` runs between them.
+    let warmed_up = Arc::new(Barrier::new(threads + 1));
     let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
+            let warmed_up = Arc::clone(&warmed_up);
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
                 let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
@@ -41,6 +50,7 @@ pub fn churn(threads: usize, warmup: usize, allocations_per_thread: usize) -> (D
                 for _ in 0..warmup {
                     replace(&mut slots);
                 }
+                warmed_up.wait();
                 barrier.wait();
                 let cpu_before = thread_cpu_time();
                 for _ in 0..allocations_per_thread {
@@ -52,6 +62,8 @@ pub fn churn(threads: usize, warmup: usize, allocations_per_thread: usize) -> (D
             })
         })
         .collect();
+    warmed_up.wait();
+    at_timed_start();
     barrier.wait();
     let start = Instant::now();
     let cpu = handles.into_iter().map(|h| h.join().unwrap()).sum();
@@ -89,10 +101,11 @@ pub fn warmup() -> usize {
 /// Runs the churn as the bench's children do and prints what they report: wall time, and CPU
 /// time: the whole process's (user + system) without a warm-up, as before; with one, the threads'
 /// own CPU time in the timed part, which leaves out the warm-up and all one-time costs.
-pub fn run_and_report(threads: usize, allocations_per_thread: usize) {
+/// `at_timed_start` as for [`churn`].
+pub fn run_and_report(threads: usize, allocations_per_thread: usize, at_timed_start: fn()) {
     let warmup = warmup();
     let cpu_before = cpu_time();
-    let (elapsed, thread_cpu) = churn(threads, warmup, allocations_per_thread);
+    let (elapsed, thread_cpu) = churn(threads, warmup, allocations_per_thread, at_timed_start);
     let cpu = if warmup == 0 {
         cpu_time() - cpu_before
     } else {
