@@ -112,8 +112,9 @@
 //! process) sampling off 1.009× (1.004–1.012) and frame pointers 1.045× (1.042–1.049), and at other
 //! hours 1.005–1.013 and 1.031–1.048; a sample then costs about 160 ns of CPU all-in (the bench's
 //! `CHURN_RATES` varies R). Each of those figures is one code layout's: averaged over 8 layouts
-//! (`benches/build-layouts.sh` and `CHURN_LAYOUTS`; lld's `--shuffle-sections`), sampling off costs
-//! 1.027× (1.013–1.032; per layout 1.000–1.034) and frame pointers 1.062× (1.057–1.071), in line with
+//! (`benches/build-layouts.sh` and `CHURN_LAYOUTS`; lld's `--shuffle-sections`; 200 rounds),
+//! sampling off costs 1.030× (1.023–1.040; per layout 0.998–1.046) and frame pointers 1.067×
+//! (1.056–1.075; per layout 1.029–1.079), 1.027–1.044× and 1.062–1.069× over three runs, in line with
 //! the 9.4 instructions sampling off adds to plain jemalloc's 199 per allocation–free pair (4.7%,
 //! `callgrind`). The feature `path-latency` times the sampled path as a whole: its allocation and
 //! free take about 120 ns at R = 128 KiB, 131 ns at 512 KiB and 659 ns at 32 MiB, for about the same
