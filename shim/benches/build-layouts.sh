@@ -3,7 +3,7 @@
 # once per code layout, for `CHURN_LAYOUTS`:
 #
 #   shim/benches/build-layouts.sh 8 target/layouts
-#   CHURN_LAYOUTS=target/layouts CHURN_WARMUP=200000 CHURN_MODES=off,fp CHURN_ROUNDS=100 \
+#   CHURN_LAYOUTS=target/layouts CHURN_WARMUP=200000 CHURN_MODES=again,off,fp CHURN_ROUNDS=200 \
 #     CHURN_ALLOCATIONS=2000000 RUSTFLAGS="-C force-frame-pointers=yes" \
 #     cargo bench -p jeprof-shim --bench churn --bench churn_plain
 #

@@ -347,11 +347,11 @@ fn drive() {
                     .as_deref()
                     .is_none_or(|w| w.split(',').any(|k| k.trim() == *key))
         })
-        .map(|(key, name, exe, env)| Mode {
+        .map(|(_, name, exe, env)| Mode {
             name: name.to_string(),
+            plain: exe == plain,
             exe,
             env,
-            plain: matches!(key, "jemalloc" | "again" | "jemalloc-prof"),
             layout: None,
         })
         .collect();

@@ -36,22 +36,22 @@ pub(crate) fn stamp() -> Stamp {
     Stamp
 }
 
-/// A sampled allocation that began at `started` has been handed out.
-#[inline(always)]
-pub(crate) fn sampled_alloc_done(started: Stamp) {
-    #[cfg(feature = "path-latency")]
-    imp::record(&imp::ALLOCS, started);
-    #[cfg(not(feature = "path-latency"))]
-    let Stamp = started;
+/// Which half of the sampled path a timing is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// A sampled allocation, from the countdown running out to the block being handed out.
+    Alloc,
+    /// A free of a sampled object.
+    Free,
 }
 
-/// The free of a sampled object that began at `started` is done.
+/// The part of the sampled path `path` that began at `started` is done.
 #[inline(always)]
-pub(crate) fn sampled_free_done(started: Stamp) {
+pub(crate) fn done(path: Path, started: Stamp) {
     #[cfg(feature = "path-latency")]
-    imp::record(&imp::FREES, started);
+    imp::record(path, started);
     #[cfg(not(feature = "path-latency"))]
-    let Stamp = started;
+    let (_, Stamp) = (path, started);
 }
 
 /// Mean latency of the sampled path since start or the last [`reset_sampled_path_latency`]
@@ -103,6 +103,7 @@ mod imp {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Instant;
 
+    use super::Path;
     use crate::breakdown::{self, Part};
 
     /// A count and a sum of nanoseconds.
@@ -149,18 +150,21 @@ mod imp {
     pub(super) static FREES: Timer = Timer::new();
     pub(super) static CLOCK: Timer = Timer::new();
 
-    /// Adds the time since `started` to `timer`, and for allocations an empty pair of clock
+    /// Adds the time since `started` to `path`'s timer, and for allocations an empty pair of clock
     /// readings to [`CLOCK`]. Nothing while a `cost-breakdown` stop point hands out sampled blocks
     /// unrecorded: those are not whole samples.
-    pub(super) fn record(timer: &Timer, started: Instant) {
+    pub(super) fn record(path: Path, started: Instant) {
         let nanos = started.elapsed().as_nanos() as u64;
         if breakdown::stops_after(Part::Arena) {
             return;
         }
-        timer.add(nanos);
-        if std::ptr::eq(timer, &ALLOCS) {
-            let empty = Instant::now();
-            CLOCK.add(empty.elapsed().as_nanos() as u64);
+        match path {
+            Path::Alloc => {
+                ALLOCS.add(nanos);
+                let empty = Instant::now();
+                CLOCK.add(empty.elapsed().as_nanos() as u64);
+            }
+            Path::Free => FREES.add(nanos),
         }
     }
 }

@@ -184,7 +184,7 @@ pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
     // (caller contract), so this size and the same alignment flags free it; jemalloc finds the
     // arena from the object itself.
     unsafe { jem::sdallocx(ptr.cast(), layout.size(), flags) };
-    latency::sampled_free_done(started);
+    latency::done(latency::Path::Free, started);
 }
 
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
