@@ -117,7 +117,7 @@ fn runs() -> &'static Runs {
         for (json, expected) in jeprof_fixtures::valid_fixtures(&root).expect("fixtures") {
             let mut dump = json.with_file_name(&expected.dump);
             if expected.program == Program::EmptyFile {
-                // Without the maps, jeprof cannot look up the capture machine's shared libraries
+                // Without the maps (an empty section), jeprof cannot look up the capture machine's shared libraries
                 // on this one (libc would be symbolized from whatever libc is installed here), so
                 // every frame prints as its key, whatever machine runs the test.
                 let text = std::fs::read(&dump).expect("dump");
@@ -125,8 +125,11 @@ fn runs() -> &'static Runs {
                     .windows(18)
                     .position(|w| w == b"\nMAPPED_LIBRARIES:")
                     .map_or(text.len(), |p| p + 1);
+                // The section itself stays (empty): a dump without it reads as one that was cut.
+                let mut emptied = text[..end].to_vec();
+                emptied.extend_from_slice(b"MAPPED_LIBRARIES:\n");
                 let copy = j.scratch.join(format!("{}.nomaps.heap", expected.name));
-                std::fs::write(&copy, &text[..end]).expect("scratch copy");
+                std::fs::write(&copy, &emptied).expect("scratch copy");
                 dump = copy;
             }
             let modes = modes_of(&expected);

@@ -29,6 +29,17 @@ pub enum Error {
         /// What the reader expected there.
         expected: String,
     },
+    /// A heap_v2 dump that was cut while being written (it ends inside a line, after a stack
+    /// without its counts, or without the section its writer puts last). Read one anyway with
+    /// [`crate::read::ReadOptions::allow_truncated`].
+    Truncated {
+        /// The file, when reading one.
+        file: Option<PathBuf>,
+        /// 1-based number of the line where the dump ends (or of its stack without counts).
+        line_number: usize,
+        /// How it ends, in words.
+        what: String,
+    },
     /// A profile that breaks the model's invariants (non-finite or negative figures).
     Invalid(String),
     /// Reading or writing failed.
@@ -46,6 +57,7 @@ impl Error {
         match &mut self {
             Error::NotHeapV2 { file, .. }
             | Error::Malformed { file, .. }
+            | Error::Truncated { file, .. }
             | Error::Io { file, .. } => {
                 if file.is_none() {
                     *file = Some(path.into());
@@ -82,6 +94,17 @@ impl fmt::Display for Error {
                     None => write!(f, "line {line_number}: ")?,
                 }
                 write!(f, "expected {expected}, found {line:?}")
+            }
+            Error::Truncated {
+                file,
+                line_number,
+                what,
+            } => {
+                match file {
+                    Some(p) => write!(f, "{}:{line_number}: ", p.display())?,
+                    None => write!(f, "line {line_number}: ")?,
+                }
+                write!(f, "truncated dump: {what}")
             }
             Error::Invalid(what) => write!(f, "invalid profile: {what}"),
             Error::Io { file, source } => {

@@ -59,6 +59,7 @@ pub mod encode;
 pub mod error;
 pub mod math;
 pub mod model;
+pub mod output;
 pub mod read;
 pub mod write;
 

@@ -12,6 +12,8 @@
 //! text is kept verbatim. A bare `@` line (a stack the unwinder returned empty) is read as jeprof reads
 //! it: its counts go to the previous stack, or nowhere before the first one.
 
+use std::io::BufRead;
+use std::io::Read as _;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -54,38 +56,177 @@ fn split_symbol_line(text: &str) -> Option<(&str, &str)> {
     (!digits.is_empty() && separated && !names.is_empty()).then_some((digits, names))
 }
 
-/// Reads a dump from a file. Errors name the file.
-pub fn read_file(path: impl AsRef<Path>) -> Result<Profile, Error> {
-    let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| Error::from(e).in_file(path))?;
-    parse(&bytes).map_err(|e| e.in_file(path))
+/// The annotation key by which a dump says it was written by [`crate::write`] and therefore ends
+/// with [`END_MARKER`].
+pub const WRITER_KEY: &str = "writer";
+/// [`WRITER_KEY`]'s value.
+pub const WRITER: &str = "jeprof-dumpfmt";
+/// The last line of every dump [`crate::write`] writes. jeprof ignores it (a comment in the body, an
+/// unrecognised line in the memory map); a dump that announces it and lacks it was cut.
+pub const END_MARKER: &str = "# end of dump";
+
+/// The longest line the reader accepts: far beyond any line jemalloc or we write (a 256-frame stack
+/// is about 5 KiB, a long Rust symbol line a few KiB), small enough that a file with no newlines
+/// cannot make the reader hold gigabytes.
+pub const MAX_LINE: usize = 16 << 20;
+/// The largest memory map section the reader keeps (a process's `/proc/self/maps` is rarely more
+/// than a few hundred KiB).
+pub const MAX_MAPS: usize = 64 << 20;
+
+/// Choices for [`read_file_with`] and [`read_with`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Read a dump that was cut while being written (a crash, a full disk, a copy taken too early):
+    /// the incomplete last line or record is dropped and [`Read::truncation`] says what was lost.
+    /// Without it, a cut dump is an [`Error::Truncated`] naming the line where it ends.
+    pub allow_truncated: bool,
 }
 
-/// Parses a dump held in memory. Never panics, whatever the bytes.
+/// A dump read with [`read_file_with`] or [`read_with`].
+#[derive(Debug, Clone)]
+pub struct Read {
+    /// The figures.
+    pub profile: Profile,
+    /// Set when the dump was cut and [`ReadOptions::allow_truncated`] was given.
+    pub truncation: Option<Truncation>,
+}
+
+/// What was lost from a dump that was cut while being written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The dump's last line (1-based).
+    pub line_number: usize,
+    /// How the dump ends, in words (the same text as [`Error::Truncated`]'s).
+    pub what: String,
+    /// Stacks read without their figures, and dropped.
+    pub dropped_stacks: usize,
+    /// Bytes of an incomplete last line, dropped.
+    pub dropped_bytes: usize,
+}
+
+impl std::fmt::Display for Truncation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line_number, self.what)?;
+        match (self.dropped_stacks, self.dropped_bytes) {
+            (0, 0) => write!(
+                f,
+                "; nothing was dropped, but the end of the dump is missing"
+            ),
+            (stacks, bytes) => write!(
+                f,
+                "; dropped {stacks} stack(s) without figures and {bytes} byte(s) of a cut line"
+            ),
+        }
+    }
+}
+
+/// Reads a dump from a file. Errors name the file. A dump that was cut is an error
+/// ([`read_file_with`] reads one anyway).
+pub fn read_file(path: impl AsRef<Path>) -> Result<Profile, Error> {
+    read_file_with(path, &ReadOptions::default()).map(|r| r.profile)
+}
+
+/// Reads a dump from a file, streaming: memory holds the figures kept, never the file.
+///
+/// Only regular files are read: a device (`/dev/zero`, `/dev/urandom`), a FIFO, a socket or a
+/// directory is refused at once with [`Error::NotHeapV2`] (opening never blocks: the file is opened
+/// non-blocking and checked before anything is read). Errors name the file.
+pub fn read_file_with(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Read, Error> {
+    let path = path.as_ref();
+    let file = open_regular(path).map_err(|e| e.in_file(path))?;
+    read_with(std::io::BufReader::with_capacity(1 << 16, file), options)
+        .map_err(|e| e.in_file(path))
+}
+
+fn open_regular(path: &Path) -> Result<std::fs::File, Error> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    let what = if kind.is_file() {
+        return Ok(file);
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    };
+    Err(not_heap(&format!(
+        "{what}, not a regular file (dumps are read from regular files only; save the stream to a \
+         file first)"
+    )))
+}
+
+/// Parses a dump held in memory. Never panics, whatever the bytes. A dump that was cut is an error
+/// ([`read_with`] reads one anyway).
 pub fn parse(input: &[u8]) -> Result<Profile, Error> {
+    read_with(input, &ReadOptions::default()).map(|r| r.profile)
+}
+
+/// Parses a dump from a stream, line by line: the first bad line fails at once, and memory holds
+/// what is kept (the figures, the symbol names, the memory map), never the input. Never panics.
+pub fn read_with(input: impl BufRead, options: &ReadOptions) -> Result<Read, Error> {
     let mut lines = Lines::new(input);
     let mut profile = Profile::default();
 
-    let mut first = lines.next_skipping_percent();
-    let Some((_, line)) = first else {
-        return Err(not_heap("the input is empty"));
+    let kind = match lines.next_skipping_percent()? {
+        None => return Err(not_heap("the input is empty")),
+        Some((_, line)) if line.starts_with(b"--- symbol") || is_marker(line, b"symbol") => {
+            First::Symbols
+        }
+        Some((_, line)) if is_marker(line, b"heap") => First::HeapMarker,
+        Some((no, line)) => First::Header(read_header(no, line)),
     };
-    if line.starts_with(b"--- symbol") || is_marker(line, b"symbol") {
-        profile.symbols = Some(read_symbols(&mut lines)?);
-        first = lines.next_skipping_percent();
-        if let Some((_, l)) = first {
-            if is_marker(l, b"heap") || is_marker(l, b"growth") {
-                first = lines.next_skipping_percent();
+    let mut header = match kind {
+        First::Header(header) => Some(header?),
+        First::HeapMarker => None,
+        First::Symbols => {
+            profile.symbols = Some(read_symbols(&mut lines)?);
+            None
+        }
+    };
+    if header.is_none() {
+        // After `--- symbol … ---` or `--- heap`: an optional `--- heap`/`--- growth`, then the
+        // header. A symbolized dump whose header is wrong is malformed, not another format.
+        let symbolized = profile.symbols.is_some();
+        let mut next = lines.next_skipping_percent()?;
+        if symbolized {
+            if let Some((_, l)) = next {
+                if is_marker(l, b"heap") || is_marker(l, b"growth") {
+                    next = lines.next_skipping_percent()?;
+                }
             }
         }
-    } else if is_marker(line, b"heap") {
-        first = lines.next_skipping_percent();
+        let Some((no, line)) = next else {
+            return Err(not_heap("no heap_v2 header after the symbol section"));
+        };
+        if symbolized && (line.starts_with(b"--- symbol") || is_marker(line, b"symbol")) {
+            return Err(malformed(
+                no,
+                line,
+                "one `--- symbol` section only (a second one starts here)",
+            ));
+        }
+        header = Some(match read_header(no, line) {
+            Err(Error::NotHeapV2 { .. }) if symbolized => Err(malformed(
+                no,
+                line,
+                "the header `heap_v2/<sample period>` after the symbol section",
+            )),
+            other => other,
+        }?);
     }
-    let Some((header_no, header)) = first else {
-        return Err(not_heap("no heap_v2 header after the symbol section"));
-    };
-    profile.sample_period = read_header(header_no, header)?;
-    read_body(&mut lines, &mut profile)?;
+    profile.sample_period = header.unwrap_or_default();
+    let truncation = read_body(&mut lines, &mut profile, options)?;
     // A dump whose header period was chosen for rounding records the sampling period.
     if let Some(i) = profile
         .annotations
@@ -98,7 +239,17 @@ pub fn parse(input: &[u8]) -> Result<Profile, Error> {
         }
     }
     profile.validate()?;
-    Ok(profile)
+    Ok(Read {
+        profile,
+        truncation,
+    })
+}
+
+/// What the first line of a dump is.
+enum First {
+    Symbols,
+    HeapMarker,
+    Header(Result<u64, Error>),
 }
 
 /// `--- <name>` as jeprof matches it: `^--- *<name>`.
@@ -164,10 +315,17 @@ fn read_header(line_number: usize, line: &[u8]) -> Result<u64, Error> {
     Err(Error::NotHeapV2 { file: None, found })
 }
 
-fn read_symbols(lines: &mut Lines<'_>) -> Result<SymbolTable, Error> {
+fn read_symbols(lines: &mut Lines<impl BufRead>) -> Result<SymbolTable, Error> {
     let mut table = SymbolTable::default();
-    for (no, line) in lines.by_ref() {
+    while let Some((no, line)) = lines.next()? {
         if line.starts_with(b"---") {
+            if is_marker(line, b"symbol") {
+                return Err(malformed(
+                    no,
+                    line,
+                    "`---` closing the symbol section (a second `--- symbol` starts here)",
+                ));
+            }
             return Ok(table);
         }
         let text = std::str::from_utf8(line)
@@ -202,15 +360,51 @@ fn read_symbols(lines: &mut Lines<'_>) -> Result<SymbolTable, Error> {
     ))
 }
 
-fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> {
+/// Where the body's reading stands when the input ends, to tell a complete dump from a cut one.
+#[derive(Default)]
+struct BodyEnd {
+    /// The dump says it was written by [`crate::write`], which ends every dump with [`END_MARKER`].
+    announced_end_marker: bool,
+    end_marker: bool,
+    maps: bool,
+}
+
+fn read_body(
+    lines: &mut Lines<impl BufRead>,
+    profile: &mut Profile,
+    options: &ReadOptions,
+) -> Result<Option<Truncation>, Error> {
     let period = profile.sample_period;
     // Index of the stack entry that counts lines currently belong to.
     let mut current: Option<usize> = None;
+    // The line of the current stack, while it has no `t*` counts line yet (a stack without figures
+    // is an orphan: an error, or the cut end of a dump).
+    let mut awaiting_counts: Option<usize> = None;
     // Whether the current entry carried a `# var` line (then per-line variance estimates are not used).
     let mut current_has_variance = false;
-    while let Some((no, raw)) = lines.next() {
+    // The header's `t*` total (jeprof never reads it) has been seen.
+    let mut header_total = false;
+    let mut end = BodyEnd::default();
+    let mut cut_line: Option<(usize, usize)> = None;
+    while let Some((no, raw, unterminated)) = lines.next_line()? {
+        if unterminated {
+            // The last line has no newline: the dump was cut inside it, and what it holds (part of
+            // a number, part of a stack) cannot be trusted.
+            cut_line = Some((no, raw.len()));
+            break;
+        }
+        if end.end_marker {
+            return Err(malformed(no, raw, &format!("nothing after `{END_MARKER}`")));
+        }
         if raw.starts_with(b"MAPPED_LIBRARIES:") || raw.starts_with(b"--- Memory map:") {
-            profile.mapped_libraries = Some(lines.rest_as_text());
+            if let Some(at) = awaiting_counts {
+                return Err(orphan_stack(at));
+            }
+            let (maps, maps_end) = lines.rest_as_maps()?;
+            profile.mapped_libraries = Some(maps);
+            end.maps = true;
+            end.end_marker = maps_end.end_marker;
+            cut_line = maps_end.cut_line;
             break;
         }
         let line = trim(raw);
@@ -218,29 +412,44 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
             continue;
         }
         if line[0] == b'@' {
+            if let Some(at) = awaiting_counts {
+                return Err(orphan_stack(at));
+            }
             let frames = parse_frames(no, raw, &line[1..])?;
             if frames.is_empty() {
                 // jeprof: a bare `@` does not match `^@\s+(.*)$`, so the current stack is unchanged.
-                if let Some(i) = current {
-                    let frames = profile.stacks[i].frames.clone();
-                    profile.stacks.push(Stack {
-                        frames,
-                        ..Stack::default()
-                    });
-                    current = Some(profile.stacks.len() - 1);
-                    current_has_variance = false;
-                }
-                continue;
+                let Some(i) = current else {
+                    return Err(malformed(
+                        no,
+                        raw,
+                        "a stack before the first bare `@` (jeprof would give its counts to no \
+                         stack, dropping them)",
+                    ));
+                };
+                let frames = profile.stacks[i].frames.clone();
+                profile.stacks.push(Stack {
+                    frames,
+                    ..Stack::default()
+                });
+            } else {
+                profile.stacks.push(Stack {
+                    frames,
+                    ..Stack::default()
+                });
             }
-            profile.stacks.push(Stack {
-                frames,
-                ..Stack::default()
-            });
             current = Some(profile.stacks.len() - 1);
+            awaiting_counts = Some(no);
             current_has_variance = false;
             continue;
         }
         if line[0] == b'#' {
+            if line == END_MARKER.as_bytes() {
+                if let Some(at) = awaiting_counts {
+                    return Err(orphan_stack(at));
+                }
+                end.end_marker = true;
+                continue;
+            }
             let text = String::from_utf8_lossy(&line[1..]).trim().to_string();
             if let Some(rest) = text.strip_prefix("var ") {
                 let Some(i) = current else {
@@ -265,9 +474,12 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
                 current_has_variance = true;
             } else if current.is_none() {
                 if let Some((k, v)) = text.split_once(':') {
-                    profile
-                        .annotations
-                        .push((k.trim().to_string(), v.trim().to_string()));
+                    let (k, v) = (k.trim(), v.trim());
+                    if k == WRITER_KEY && v == WRITER {
+                        end.announced_end_marker = true;
+                    } else {
+                        profile.annotations.push((k.to_string(), v.to_string()));
+                    }
                 }
             }
             continue;
@@ -301,6 +513,15 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
                         });
                     } else if name.is_some() {
                         return Err(malformed(no, raw, "nothing after `]` on a `t*` line"));
+                    } else if header_total || !profile.threads.is_empty() {
+                        return Err(malformed(
+                            no,
+                            raw,
+                            "a `@ 0x…` stack line before these counts (a `t*` line here belongs \
+                             to no stack)",
+                        ));
+                    } else {
+                        header_total = true;
                     }
                 }
                 Some(i) => {
@@ -313,6 +534,14 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
                     }
                     let stack = &mut profile.stacks[i];
                     if thread.is_none() {
+                        if awaiting_counts.take().is_none() {
+                            return Err(malformed(
+                                no,
+                                raw,
+                                "a `@ 0x…` stack line before these counts (this stack already \
+                                 has its `t*` line)",
+                            ));
+                        }
                         let before = stack.counts;
                         stack.counts.add(&counts);
                         if current_has_variance {
@@ -323,6 +552,16 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
                             stack.counts.accum.bytes_variance = before.accum.bytes_variance;
                         }
                     } else if let Some(thread) = thread {
+                        if let Some(at) = awaiting_counts {
+                            return Err(malformed(
+                                no,
+                                raw,
+                                &format!(
+                                    "the stack's `t*` line before its per-thread lines (stack at \
+                                     line {at})"
+                                ),
+                            ));
+                        }
                         stack.threads.push(ThreadCounts { thread, counts });
                     }
                 }
@@ -331,7 +570,77 @@ fn read_body(lines: &mut Lines<'_>, profile: &mut Profile) -> Result<(), Error> 
         }
         return Err(malformed(no, raw, BODY_EXPECTED));
     }
-    Ok(())
+
+    // The input has ended: complete, or cut while being written?
+    let last = lines.number;
+    let mut dropped_stacks = 0;
+    let what = if let Some((line, bytes)) = cut_line {
+        // An incomplete line inside the memory map loses one mapping; in the body, a cut `@` line
+        // loses its stack (pushed before it was known to be cut: it was not) and a cut counts line
+        // its figures.
+        Some((
+            line,
+            bytes,
+            format!("the dump ends in the middle of line {line} (no newline): it was cut"),
+        ))
+    } else if let Some(at) = awaiting_counts {
+        Some((
+            at,
+            0,
+            format!("the dump ends after the stack at line {at}, before its counts: it was cut"),
+        ))
+    } else if end.announced_end_marker && !end.end_marker {
+        Some((
+            last,
+            0,
+            format!(
+                "the dump ends at line {last} without `{END_MARKER}`, which its writer puts last: \
+                 it was cut"
+            ),
+        ))
+    } else if !end.end_marker && !end.maps {
+        Some((
+            last,
+            0,
+            format!(
+                "the dump ends at line {last} without the `MAPPED_LIBRARIES:` section that \
+                 jemalloc writes last: it was cut"
+            ),
+        ))
+    } else {
+        None
+    };
+    let Some((line_number, dropped_bytes, what)) = what else {
+        return Ok(None);
+    };
+    if !options.allow_truncated {
+        return Err(Error::Truncated {
+            file: None,
+            line_number,
+            what,
+        });
+    }
+    if awaiting_counts.is_some() {
+        profile.stacks.pop();
+        dropped_stacks += 1;
+    }
+    Ok(Some(Truncation {
+        line_number,
+        what,
+        dropped_stacks,
+        dropped_bytes,
+    }))
+}
+
+fn orphan_stack(at: usize) -> Error {
+    Error::Malformed {
+        file: None,
+        line_number: at,
+        line: String::new(),
+        expected: "a `t*: <objects>: <bytes> [<objects>: <bytes>]` counts line after this stack \
+                   (it has none)"
+            .to_string(),
+    }
 }
 
 /// A parsed counts line: `None` for the `t*` thread.
@@ -467,7 +776,9 @@ fn parse_frames(no: usize, raw: &[u8], rest: &[u8]) -> Result<Vec<u64>, Error> {
     if !rest.is_empty() && !rest[0].is_ascii_whitespace() {
         return Err(malformed(no, raw, "a space after `@`"));
     }
-    let mut frames = Vec::with_capacity(32);
+    // Sized for jemalloc's (and our) single-space form, so that a million stacks hold their frames
+    // and not spare capacity.
+    let mut frames = Vec::with_capacity(memchr::memchr_iter(b' ', rest).count().max(1));
     let mut i = 0;
     while i < rest.len() {
         if rest[i].is_ascii_whitespace() {
@@ -557,57 +868,119 @@ fn trim_start(line: &[u8]) -> &[u8] {
     &line[start..]
 }
 
-/// Lines with their 1-based numbers, `\r` removed as jeprof does.
-struct Lines<'a> {
-    input: &'a [u8],
-    pos: usize,
+/// Lines with their 1-based numbers, `\r` removed as jeprof does, read one at a time into a buffer
+/// that is reused (memory: the longest line, never the input).
+struct Lines<R> {
+    input: R,
+    buffer: Vec<u8>,
     number: usize,
 }
 
-impl<'a> Lines<'a> {
-    fn new(input: &'a [u8]) -> Lines<'a> {
+/// How a memory map section ends.
+struct MapsEnd {
+    end_marker: bool,
+    cut_line: Option<(usize, usize)>,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn new(input: R) -> Lines<R> {
         Lines {
             input,
-            pos: 0,
+            buffer: Vec::with_capacity(256),
             number: 0,
         }
     }
 
-    /// The next line that does not start with `%` (jeprof's `ReadProfileHeader` skips those).
-    fn next_skipping_percent(&mut self) -> Option<(usize, &'a [u8])> {
-        loop {
-            let (no, line) = self.next()?;
-            if !line.starts_with(b"%") {
-                return Some((no, line));
-            }
-        }
+    /// The next line, without its newline; `None` at the end of the input.
+    fn next(&mut self) -> Result<Option<(usize, &[u8])>, Error> {
+        Ok(self.next_line()?.map(|(no, line, _)| (no, line)))
     }
 
-    /// Everything after the current line, `\r` removed.
-    fn rest_as_text(&mut self) -> String {
-        let rest = &self.input[self.pos.min(self.input.len())..];
-        self.pos = self.input.len();
-        String::from_utf8_lossy(rest).replace('\r', "")
-    }
-}
-
-impl<'a> Iterator for Lines<'a> {
-    type Item = (usize, &'a [u8]);
-
-    fn next(&mut self) -> Option<(usize, &'a [u8])> {
-        if self.pos >= self.input.len() {
-            return None;
+    /// [`Lines::next`], and whether the line is the input's last and has no newline (was cut).
+    fn next_line(&mut self) -> Result<Option<(usize, &[u8], bool)>, Error> {
+        self.buffer.clear();
+        let limit = MAX_LINE as u64 + 1;
+        let read = (&mut self.input)
+            .take(limit)
+            .read_until(b'\n', &mut self.buffer)?;
+        if read == 0 {
+            return Ok(None);
         }
-        let rest = &self.input[self.pos..];
-        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-        self.pos += end + 1;
         self.number += 1;
-        let mut line = &rest[..end];
+        let mut line = &self.buffer[..];
+        // Only the input's last line can lack its newline.
+        let unterminated = match line.strip_suffix(b"\n") {
+            Some(l) => {
+                line = l;
+                false
+            }
+            None if read as u64 == limit => {
+                return Err(malformed(
+                    self.number,
+                    &line[..200],
+                    &format!("lines of at most {MAX_LINE} bytes (a dump is text)"),
+                ))
+            }
+            None => true,
+        };
         // jeprof removes every `\r`; the only place jemalloc could write one is a thread name, so
         // stripping trailing ones is equivalent for any dump jemalloc writes.
         while let Some(l) = line.strip_suffix(b"\r") {
             line = l;
         }
-        Some((self.number, line))
+        Ok(Some((self.number, line, unterminated)))
+    }
+
+    /// The next line that does not start with `%` (jeprof's `ReadProfileHeader` skips those).
+    fn next_skipping_percent(&mut self) -> Result<Option<(usize, &[u8])>, Error> {
+        loop {
+            // The line's length rather than the line, so that the borrow ends with each round.
+            let Some((no, len, percent)) = self
+                .next()?
+                .map(|(no, line)| (no, line.len(), line.starts_with(b"%")))
+            else {
+                return Ok(None);
+            };
+            if !percent {
+                return Ok(Some((no, &self.buffer[..len])));
+            }
+        }
+    }
+
+    /// The memory map: every line after the current one, `\r` removed, up to [`END_MARKER`] (which
+    /// must then be last) or the end of the input.
+    fn rest_as_maps(&mut self) -> Result<(String, MapsEnd), Error> {
+        let mut maps = String::new();
+        let mut end = MapsEnd {
+            end_marker: false,
+            cut_line: None,
+        };
+        while let Some((no, line, unterminated)) = self.next_line()? {
+            if unterminated {
+                end.cut_line = Some((no, line.len()));
+                break;
+            }
+            if end.end_marker {
+                return Err(malformed(
+                    no,
+                    line,
+                    &format!("nothing after `{END_MARKER}`"),
+                ));
+            }
+            if line == END_MARKER.as_bytes() {
+                end.end_marker = true;
+                continue;
+            }
+            if maps.len() + line.len() >= MAX_MAPS {
+                return Err(malformed(
+                    no,
+                    line,
+                    &format!("a memory map of at most {MAX_MAPS} bytes"),
+                ));
+            }
+            maps.push_str(&String::from_utf8_lossy(line).replace('\r', ""));
+            maps.push('\n');
+        }
+        Ok((maps, end))
     }
 }

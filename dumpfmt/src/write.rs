@@ -11,6 +11,7 @@
 //! heap_v2/<R>
 //!   t*: <n>: <s> [<n>: <s>]       header totals (jeprof never reads them)
 //!   t<uid>: ... [<name>]          header per-thread lines
+//! # writer: jeprof-dumpfmt       this dump ends with `# end of dump`
 //! # sample_period: <R>           the sampling period, when the header uses another (see
 //!                                 [`HeaderPeriod`])
 //! # <key>: <value>                annotations; jeprof ignores lines it does not recognise
@@ -21,6 +22,7 @@
 //!
 //! MAPPED_LIBRARIES:
 //! <maps text>
+//! # end of dump                  always last: a reader knows it has the whole dump
 //! ```
 //!
 //! Every `(n, s)` comes from [`crate::encode::encode_pair`]; a stack whose best encoding needs several
@@ -151,37 +153,15 @@ pub fn to_string(profile: &Profile, options: &WriteOptions) -> Result<String, Er
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// Writes the dump to `path` atomically: into a temporary file beside it (mode 0600 on Unix), flushed
-/// to disk, then renamed over `path`. A reader never sees a half-written dump, and a failure leaves
-/// any previous file at `path` untouched.
+/// Writes the dump to `path` atomically ([`crate::output::AtomicFile`]): into a temporary file
+/// created exclusively beside it (unpredictable name, mode 0600, never through a symlink), `fsync`ed,
+/// then renamed over `path`, and the directory `fsync`ed. A reader never sees a half-written dump,
+/// concurrent writers to one path all succeed (the last rename wins), and a failure leaves any
+/// previous file at `path` untouched.
 pub fn write_file(profile: &Profile, path: &Path, options: &WriteOptions) -> Result<(), Error> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| Error::Io {
-        file: Some(path.to_path_buf()),
-        source: io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let result = (|| -> Result<(), Error> {
-        let mut options_fs = std::fs::OpenOptions::new();
-        options_fs.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options_fs, 0o600);
-        let mut file = options_fs.open(&tmp)?;
-        write(profile, &mut file, options)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(|e| e.in_file(path))
+    crate::output::write_atomically(path, |file| {
+        write(profile, file, options).map_err(|e| e.in_file(path))
+    })
 }
 
 fn write_unbuffered(
@@ -231,13 +211,21 @@ fn write_unbuffered(
             t.name.as_deref(),
         )?;
     }
+    // Tells our reader that this dump ends with `END_MARKER`, so that one cut anywhere (even
+    // inside the memory map, at a line boundary) is known to be cut.
+    writeln!(
+        out,
+        "# {}: {}",
+        crate::read::WRITER_KEY,
+        crate::read::WRITER
+    )?;
     if period != profile.sample_period {
         writeln!(out, "# sample_period: {}", profile.sample_period)?;
     }
     for (k, v) in profile
         .annotations
         .iter()
-        .filter(|(k, _)| k != "sample_period")
+        .filter(|(k, _)| k != "sample_period" && k != crate::read::WRITER_KEY)
     {
         writeln!(
             out,
@@ -295,7 +283,13 @@ fn write_unbuffered(
         writeln!(out)?;
         writeln!(out, "MAPPED_LIBRARIES:")?;
         out.write_all(maps.as_bytes())?;
+        if !maps.is_empty() && !maps.ends_with('\n') {
+            writeln!(out)?;
+        }
     }
+    // Last, so that a reader knows it has the whole dump (jeprof ignores the line, in the body and
+    // in the memory map alike).
+    writeln!(out, "{}", crate::read::END_MARKER)?;
     Ok(())
 }
 

@@ -16,7 +16,8 @@
 //! use jeprof_compat::{load_bytes, report, symbolize::SymbolizeOptions};
 //!
 //! let dump = "--- symbol\nbinary=prog\n0x40113f leaf_alloc\n0x401149 main\n---\n--- heap\n\
-//!             heap_v2/524288\n  t*: 1: 262144 [0: 0]\n@ 0x40113f 0x40114a\n  t*: 1: 262144 [0: 0]\n";
+//!             heap_v2/524288\n  t*: 1: 262144 [0: 0]\n@ 0x40113f 0x40114a\n  t*: 1: 262144 [0: 0]\n\
+//!             MAPPED_LIBRARIES:\n";
 //! let profile = load_bytes(dump.as_bytes(), "dump", &SymbolizeOptions::default()).unwrap();
 //! let options = report::ReportOptions { show_bytes: true, ..Default::default() };
 //! let text = report::format_text(&report::build(&[profile], &options), &options);
@@ -52,10 +53,44 @@ pub mod symbolize;
 
 use std::path::{Path, PathBuf};
 
+use jeprof_dumpfmt::read::{ReadOptions, Truncation};
 use rayon::prelude::*;
 
 pub use merge::Accumulator;
 pub use symbolize::{resolve, ResolvedProfile, SymbolizeOptions};
+
+/// How dump files are read: whether a dump that was cut while being written is accepted, and who
+/// hears what was lost from one.
+#[derive(Clone, Copy)]
+pub struct ReadPolicy<'a> {
+    /// The reader's options ([`ReadOptions::allow_truncated`]).
+    pub options: ReadOptions,
+    /// Told about every dump read although it was cut (only with `allow_truncated`).
+    pub on_truncated: &'a (dyn Fn(&Path, &Truncation) + Sync),
+}
+
+impl Default for ReadPolicy<'static> {
+    /// Strict: a cut dump is an error.
+    fn default() -> ReadPolicy<'static> {
+        ReadPolicy {
+            options: ReadOptions::default(),
+            on_truncated: &|_, _| {},
+        }
+    }
+}
+
+/// Reads one dump file under `policy` ([`jeprof_dumpfmt::read::read_file_with`]: regular files
+/// only, streamed, errors naming the file and line).
+pub fn read_dump(
+    path: &Path,
+    policy: &ReadPolicy<'_>,
+) -> Result<jeprof_dumpfmt::Profile, jeprof_dumpfmt::Error> {
+    let read = jeprof_dumpfmt::read::read_file_with(path, &policy.options)?;
+    if let Some(truncation) = &read.truncation {
+        (policy.on_truncated)(path, truncation);
+    }
+    Ok(read.profile)
+}
 
 /// Parses and resolves a dump held in memory.
 pub fn load_bytes(
@@ -71,8 +106,9 @@ pub fn load_bytes(
 pub fn load(
     path: &Path,
     options: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
 ) -> Result<ResolvedProfile, jeprof_dumpfmt::Error> {
-    let profile = jeprof_dumpfmt::read::read_file(path)?;
+    let profile = read_dump(path, policy)?;
     Ok(resolve(profile, &path.display().to_string(), options))
 }
 
@@ -80,18 +116,20 @@ pub fn load(
 pub fn load_all(
     paths: &[PathBuf],
     options: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
 ) -> Result<Vec<ResolvedProfile>, jeprof_dumpfmt::Error> {
-    paths.par_iter().map(|p| load(p, options)).collect()
+    paths.par_iter().map(|p| load(p, options, policy)).collect()
 }
 
 /// Parses dumps in parallel, each with where it came from (for messages); the first failure in
 /// `paths` order is the error.
 pub fn parse_all(
     paths: &[PathBuf],
+    policy: &ReadPolicy<'_>,
 ) -> Result<Vec<(jeprof_dumpfmt::Profile, String)>, jeprof_dumpfmt::Error> {
     paths
         .par_iter()
-        .map(|p| Ok((jeprof_dumpfmt::read::read_file(p)?, p.display().to_string())))
+        .map(|p| Ok((read_dump(p, policy)?, p.display().to_string())))
         .collect()
 }
 
@@ -111,6 +149,7 @@ const MERGE_CHUNK: usize = 16;
 pub fn merge_files(
     paths: &[PathBuf],
     options: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
     jobs: usize,
     on_dump: &(dyn Fn() + Sync),
 ) -> Result<Accumulator, jeprof_dumpfmt::Error> {
@@ -150,7 +189,7 @@ pub fn merge_files(
                 if i >= stop.load(Ordering::Relaxed) {
                     return;
                 }
-                match jeprof_dumpfmt::read::read_file(path) {
+                match read_dump(path, policy) {
                     Ok(profile) => {
                         acc.add_dump(profile, &path.display().to_string(), options);
                         on_dump();

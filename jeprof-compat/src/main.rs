@@ -2,14 +2,16 @@
 //! for jemalloc `heap_v2` dumps. A thin command line over the `jeprof_compat` library.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{self, Measure, ReportOptions};
-use jeprof_compat::{diff, pprof, SymbolizeOptions};
+use jeprof_compat::{diff, pprof, ReadPolicy, SymbolizeOptions};
+use jeprof_dumpfmt::output::AtomicFile;
+use jeprof_dumpfmt::read::ReadOptions;
 
 /// jemalloc: the merge's many short-lived names and frame lists cost about half as much as with the
 /// system allocator.
@@ -101,6 +103,11 @@ struct Common {
     /// which jeprof keeps; jeprof's own skip list (malloc, jemalloc internals) always applies.
     #[arg(long = "keep_alloc_frames", alias = "keep-alloc-frames")]
     keep_alloc_frames: bool,
+    /// Read dumps that were cut while being written (a crash, a full disk, a copy taken too early):
+    /// the incomplete last line or record is dropped, with a warning saying what was lost.
+    /// Without it such a dump is an error naming its last line.
+    #[arg(long = "allow-truncated", alias = "allow_truncated")]
+    allow_truncated: bool,
 }
 
 impl Common {
@@ -111,6 +118,17 @@ impl Common {
                 NameStyle::Jeprof
             } else {
                 NameStyle::Clean
+            },
+        }
+    }
+
+    fn read_policy(&self) -> ReadPolicy<'static> {
+        ReadPolicy {
+            options: ReadOptions {
+                allow_truncated: self.allow_truncated,
+            },
+            on_truncated: &|path, truncation| {
+                warn(&format!("{}: {truncation}", path.display()));
             },
         }
     }
@@ -299,10 +317,32 @@ fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
-fn create(path: &PathBuf) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("{}: cannot create", path.display()))?;
-    Ok(std::io::BufWriter::new(file))
+/// One line on stderr that does not stop the run.
+fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr(), "jeprof-compat: warning: {message}");
+}
+
+/// Writes an output file atomically (an exclusive 0600 temporary file beside it, renamed over it:
+/// [`jeprof_dumpfmt::output::AtomicFile`]); on any error nothing is left at `path` but what was
+/// there before.
+fn write_output(
+    path: &Path,
+    body: impl FnOnce(&mut AtomicFile) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    jeprof_dumpfmt::output::write_atomically(path, |file| {
+        body(file).with_context(|| format!("{}: write failed", path.display()))
+    })
+}
+
+/// Perl's `%d` (which jeprof's integer figures go through) prints figures of 2^63 and more as
+/// negative numbers or -1; we print what jeprof prints, and say so.
+fn warn_if_perl_overflows(report: &report::Report, options: &ReportOptions) {
+    if report::prints_perl_overflow(report, options) {
+        warn(
+            "some figures are 2^63 or more, which jeprof's integer printing (Perl's %d) shows as \
+             negative numbers or -1, as here; the MB view (without --show_bytes) prints them",
+        );
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -313,8 +353,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if args.output.flamegraph.is_none() && !args.output.collapsed {
                 // The text report goes straight from the parsed dumps (no resolved frames for
                 // symbolized ones).
-                let dumps = jeprof_compat::parse_all(&args.dumps)?;
+                let dumps = jeprof_compat::parse_all(&args.dumps, &args.common.read_policy())?;
                 let r = report::build_dumps(&dumps, &symbolize, &options);
+                warn_if_perl_overflows(&r, &options);
                 let mut text = String::new();
                 if options.interval {
                     text.push_str(report::interval_legend());
@@ -326,17 +367,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::mem::forget(dumps);
                 return Ok(());
             }
-            let profiles = jeprof_compat::load_all(&args.dumps, &symbolize)?;
+            let profiles =
+                jeprof_compat::load_all(&args.dumps, &symbolize, &args.common.read_policy())?;
             if let Some(svg) = &args.output.flamegraph {
                 let lines = report::collapsed(&profiles, &options);
                 let title = match args.dumps.as_slice() {
                     [one] => format!("{}: {}", options.measure.name(), one.display()),
                     many => format!("{}: {} dumps added up", options.measure.name(), many.len()),
                 };
-                let mut out = create(svg)?;
-                report::flamegraph(&lines, &options, &title, &mut out)?;
-                out.flush()
-                    .with_context(|| format!("{}: write failed", svg.display()))?;
+                write_output(svg, |out| {
+                    report::flamegraph(&lines, &options, &title, out)?;
+                    Ok(())
+                })?;
             } else {
                 emit(&report::format_collapsed(&report::collapsed(
                     &profiles, &options,
@@ -364,8 +406,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     b.inc(1);
                 }
             };
-            let acc =
-                jeprof_compat::merge_files(&args.dumps, &args.common.symbolize(), jobs, &tick)?;
+            let acc = jeprof_compat::merge_files(
+                &args.dumps,
+                &args.common.symbolize(),
+                &args.common.read_policy(),
+                jobs,
+                &tick,
+            )?;
             if let Some(b) = &bar {
                 b.finish_and_clear();
             }
@@ -391,26 +438,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Format::Pprof => {
                     let resolved = acc.to_resolved("merge");
                     let pb = pprof::build(&[resolved], args.common.skip());
-                    let mut out = create(&args.output)?;
-                    pprof::write_gz(&pb, &mut out)
-                        .with_context(|| format!("{}: write failed", args.output.display()))?;
+                    write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))?;
                 }
             }
         }
         Command::Pprof(args) => {
-            let profiles = jeprof_compat::load_all(&args.dumps, &args.common.symbolize())?;
+            let profiles = jeprof_compat::load_all(
+                &args.dumps,
+                &args.common.symbolize(),
+                &args.common.read_policy(),
+            )?;
             let pb = pprof::build(&profiles, args.common.skip());
-            let mut out = create(&args.output)?;
-            pprof::write_gz(&pb, &mut out)
-                .with_context(|| format!("{}: write failed", args.output.display()))?;
+            write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))?;
         }
         Command::Diff(args) => {
             let options = report_options(&args.view, &args.common, true)?;
             let sym = args.common.symbolize();
-            let base = jeprof_compat::load(&args.base, &sym)?;
-            let new = jeprof_compat::load(&args.new, &sym)?;
+            let policy = args.common.read_policy();
+            let base = jeprof_compat::load(&args.base, &sym, &policy)?;
+            let new = jeprof_compat::load(&args.new, &sym, &policy)?;
             let base = report::build(&[base], &options);
             let new = report::build(&[new], &options);
+            warn_if_perl_overflows(&base, &options);
+            warn_if_perl_overflows(&new, &options);
             let changes = diff::compare(&base, &new, args.cum);
             emit(&diff::format(&base, &new, &changes, &options))?;
         }

@@ -430,6 +430,29 @@ pub fn unparse(x: f64, measure: Measure, show_bytes: bool) -> String {
     }
 }
 
+/// A figure as a number, never wrapped as Perl's `%d` wraps it: integers past 2^63 print in full,
+/// and infinities as `inf` (the interval columns, which jeprof does not print).
+pub fn plain_figure(x: f64, measure: Measure, show_bytes: bool) -> String {
+    if !x.is_finite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.to_string();
+    }
+    if measure.is_objects() || show_bytes {
+        format!("{:.0}", x.trunc())
+    } else {
+        format!("{:.1}", x / 1_048_576.0)
+    }
+}
+
+/// Whether [`format_text`] prints a figure through Perl's `%d` that it cannot hold (2^63 or more,
+/// or not finite), so that it comes out negative or -1 as in jeprof.
+pub fn prints_perl_overflow(report: &Report, options: &ReportOptions) -> bool {
+    if !(options.measure.is_objects() || options.show_bytes) {
+        return false;
+    }
+    let wraps = |x: f64| !x.is_finite() || x.abs() >= 9_223_372_036_854_775_808.0;
+    wraps(report.total) || report.rows.iter().any(|r| wraps(r.flat) || wraps(r.cum))
+}
+
 /// jeprof's `Units`.
 pub fn units(measure: Measure, show_bytes: bool) -> &'static str {
     if measure.is_objects() {
@@ -466,9 +489,11 @@ pub fn format_text(report: &Report, options: &ReportOptions) -> String {
             units(m, b)
         );
     }
+    // The intervals are ours, not jeprof's: printed as the numbers they are (no Perl `%d`
+    // wrap-around), and `inf` where a variance overflowed.
     let interval = |value: f64, variance: f64| {
         let (lo, hi) = jeprof_dumpfmt::math::confidence_interval_95(value, variance);
-        format!("[{}, {}]", unparse(lo, m, b), unparse(hi, m, b))
+        format!("[{}, {}]", plain_figure(lo, m, b), plain_figure(hi, m, b))
     };
     let mut running = 0.0;
     let mut printed = 0usize;
@@ -647,10 +672,12 @@ mod tests {
                  heap_v2/524288\n  t*: 3: 900000 [0: 0]\n\
                  @ 0x1000 0x3000 0x4000 0x5000 0x4000 0x6000\n  t*: 1: 262144 [0: 0]\n\
                  @ 0x100f 0x2001 0x3000\n  t*: 1: 300000 [0: 0]\n\
-                 @ 0xffffffffff000000 0x1001 0x4000 0x7000\n  t*: 1: 400000 [0: 0]\n";
+                 @ 0xffffffffff000000 0x1001 0x4000 0x7000\n  t*: 1: 400000 [0: 0]\n\
+                 MAPPED_LIBRARIES:\n";
         let b = "--- symbol\nbinary=prog\n0x1000 other\n0x2fff main\n---\n--- heap\n\
                  heap_v2/524288\n  t*: 2: 500000 [0: 0]\n\
-                 @ 0x1000 0x3000\n  t*: 1: 262144 [0: 0]\n@ 0x1000 0x9000\n  t*: 1: 10000 [0: 0]\n";
+                 @ 0x1000 0x3000\n  t*: 1: 262144 [0: 0]\n@ 0x1000 0x9000\n  t*: 1: 10000 [0: 0]\n\
+                 MAPPED_LIBRARIES:\n";
         let symbolize = SymbolizeOptions::default();
         let dumps: Vec<(Profile, String)> = [a, b]
             .iter()

@@ -316,8 +316,8 @@ fn merged_dump_reads_back_as_the_sum_of_its_inputs() {
         .map(|n| resolved(&fixture(n), n))
         .collect();
     let want = report::build(&inputs, &options);
-    let merged =
-        jeprof_compat::load(&out, &SymbolizeOptions::default()).expect("merged dump reads");
+    let merged = jeprof_compat::load(&out, &SymbolizeOptions::default(), &Default::default())
+        .expect("merged dump reads");
     // The smallest period of the inputs, or a power-of-two fraction of it the writer found more
     // accurate: every stack stays representable either way.
     assert!(
