@@ -876,6 +876,9 @@ struct Lines<R> {
     number: usize,
 }
 
+/// A line's number, its text, and whether it is cut (the input's last, with no newline).
+type CutLine<'a> = (usize, &'a [u8], bool);
+
 /// How a memory map section ends.
 struct MapsEnd {
     end_marker: bool,
@@ -897,7 +900,7 @@ impl<R: BufRead> Lines<R> {
     }
 
     /// [`Lines::next`], and whether the line is the input's last and has no newline (was cut).
-    fn next_line(&mut self) -> Result<Option<(usize, &[u8], bool)>, Error> {
+    fn next_line(&mut self) -> Result<Option<CutLine<'_>>, Error> {
         self.buffer.clear();
         let limit = MAX_LINE as u64 + 1;
         let read = (&mut self.input)
