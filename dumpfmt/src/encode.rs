@@ -406,7 +406,7 @@ mod tests {
 
     #[test]
     fn small_objects_at_large_period_come_out_within_a_thousandth() {
-        // design-notes §2: one million 8-byte objects at R = 1 MiB.
+        // docs/design.md §2 and §4: one million 8-byte objects at R = 1 MiB.
         let (opt, near) = both(1_000_000.0, 8_000_000.0, 1 << 20);
         assert!(opt < 1e-3, "optimal error {opt}");
         assert!(

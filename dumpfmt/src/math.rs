@@ -10,7 +10,7 @@
 //! ```
 //!
 //! jemalloc, jeprof and this crate all use the exponential form (the per-byte process realised as a
-//! geometric countdown, see `design-notes.md` §1).
+//! geometric countdown, see `docs/design.md` §1).
 //!
 //! # Unbiasing: per sample, then sum
 //! A sampled allocation stands for 1/p(Z) allocations and Z/p(Z) bytes. Let I_i be the indicator that
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn jeprof_unbias_matches_documented_jeprof_figures() {
-        // jeprof-format.md §6: `1: 262144` at R = 2^19 prints 666237 B and 2 objects (2.54 truncated).
+        // docs/design.md §3: `1: 262144` at R = 2^19 prints 666237 B and 2 objects (2.54 truncated).
         let (n, s) = jeprof_unbias(1, 262_144, 524_288);
         assert_eq!(s as u64, 666_237);
         assert_eq!(n as u64, 2);

@@ -1,6 +1,6 @@
 //! Writing heap_v2 dumps that legacy jeprof reports correctly.
 //!
-//! Layout (`jeprof-format.md` §1 and §2.8):
+//! Layout (`docs/design.md` §5 and §6):
 //!
 //! ```text
 //! --- symbol                      only with symbols and `WriteOptions::symbols`

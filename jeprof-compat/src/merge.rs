@@ -2,7 +2,7 @@
 //!
 //! The reader already turns every entry into jeprof's unbiased figures with the dump's own period,
 //! so adding `f64`s across dumps is the "unbias, then sum" order that stays right whatever the mix
-//! of periods and sizes (`design-notes.md` §2). What makes stacks from different dumps the same
+//! of periods and sizes (`docs/design.md` §2). What makes stacks from different dumps the same
 //! stack is each frame's [`Frame::identity`]: its function names where the dump has symbols (so
 //! different builds merge by name), else `module+0xoffset` from the dump's own memory map (so
 //! different processes merge whatever ASLR did), else the address.

@@ -1,6 +1,6 @@
 //! jeprof's `--text` and `--collapsed` reports, and flame graphs, from resolved profiles.
 //!
-//! The text report follows jeprof 5.3.1's `FilterAndPrint` step by step (`jeprof-format.md` §2.4–2.7):
+//! The text report follows jeprof 5.3.1's `FilterAndPrint` step by step (`docs/design.md` §5, §6):
 //! 1. `Total:` is the sum of every entry, before anything is removed.
 //! 2. `RemoveUninterestingFrames`: walking each stack from the leaf, a frame whose function is an
 //!    allocator function throws away itself and every frame seen so far.
