@@ -213,7 +213,7 @@ pub fn read_with(input: impl BufRead, options: &ReadOptions) -> Result<Read, Err
             return Err(malformed(
                 no,
                 line,
-                "one `--- symbol` section only (a second one starts here)",
+                "one `--- symbol` section only (a second `--- symbol` starts here)",
             ));
         }
         header = Some(match read_header(no, line) {
