@@ -107,15 +107,20 @@ pub struct Truncation {
 impl std::fmt::Display for Truncation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "line {}: {}", self.line_number, self.what)?;
-        match (self.dropped_stacks, self.dropped_bytes) {
-            (0, 0) => write!(
-                f,
-                "; nothing was dropped, but the end of the dump is missing"
-            ),
-            (stacks, bytes) => write!(
-                f,
-                "; dropped {stacks} stack(s) without figures and {bytes} byte(s) of a cut line"
-            ),
+        let mut dropped = Vec::new();
+        if self.dropped_stacks > 0 {
+            dropped.push(format!(
+                "{} stack(s) without their counts",
+                self.dropped_stacks
+            ));
+        }
+        if self.dropped_bytes > 0 {
+            dropped.push(format!("the cut line ({} bytes)", self.dropped_bytes));
+        }
+        if dropped.is_empty() {
+            write!(f, "; read what is there (nothing was dropped)")
+        } else {
+            write!(f, "; dropped {}", dropped.join(" and "))
         }
     }
 }

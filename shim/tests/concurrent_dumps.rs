@@ -36,7 +36,11 @@ fn concurrent_dumps_to_one_path_all_succeed_and_readers_only_see_whole_dumps() {
             let mut reads = 0usize;
             while !done.load(Ordering::Relaxed) {
                 // Before the first dump lands the path is still the planted link.
-                if std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink() {
+                if std::fs::symlink_metadata(&path)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+                {
                     continue;
                 }
                 let profile = jeprof_dumpfmt::read::read_file(&path).expect("one whole dump");
