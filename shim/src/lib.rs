@@ -116,18 +116,13 @@
 //! sampling off costs 1.030× (1.023–1.040; per layout 0.998–1.046) and frame pointers 1.067×
 //! (1.056–1.075; per layout 1.029–1.079), 1.027–1.044× and 1.062–1.069× over three runs, in line with
 //! the 9.4 instructions sampling off adds to plain jemalloc's 199 per allocation–free pair (4.7%,
-//! `callgrind`). The feature `path-latency` times the sampled path as a whole: its allocation and
-//! free take about 120 ns at R = 128 KiB, 131 ns at 512 KiB and 659 ns at 32 MiB, for about the same
-//! instructions. With libgcc about 1.35–1.43×; jemalloc's own profiler
+//! `callgrind`). With libgcc about 1.35–1.43×; jemalloc's own profiler
 //! (`prof:true,lg_prof_sample:19`) 1.45–1.58×. The fast path with sampling off is 7 instructions
 //! per allocation–free pair (3 in `alloc`, 4 in `dealloc`); `callgrind`'s 9.4 includes the register
 //! moves around them. One sampled
 //! allocation (capture and record, 32 frames): 0.12–0.27 µs with frame pointers, about 5 µs with
 //! libgcc. A dump of 100,000 live samples: about 10 ms raw, about 100 ms symbolized, with a
-//! symbolizer peak of about 57 MB that is released right after (about 20 KB kept). The feature
-//! `cost-breakdown` (for measuring only) lets the churn bench stop every sample after one part of
-//! the sampled path: in whole runs the sampled arena's allocation and free come first (about 2.3%
-//! of CPU), in steady state the recording (about 1.5%, the arena 1.1%).
+//! symbolizer peak of about 57 MB that is released right after (about 20 KB kept).
 //!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
@@ -178,10 +173,8 @@ use std::path::Path;
 
 mod accum;
 mod arena;
-mod breakdown;
 mod config;
 mod exit_key;
-mod latency;
 mod profiler;
 mod sampler;
 mod stack;
@@ -192,8 +185,6 @@ pub use config::{
     ConfigError, DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
 };
 pub use jeprof_dumpfmt;
-#[cfg(feature = "path-latency")]
-pub use latency::{reset_sampled_path_latency, sampled_path_latency, SampledPathLatency};
 pub use stack::{Unwinder, MAX_FRAMES_LIMIT};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
@@ -262,14 +253,10 @@ impl<A: GlobalAlloc> Profiled<A> {
     #[inline(never)]
     unsafe fn alloc_slow(layout: Layout, this: &Self, zeroed: bool) -> *mut u8 {
         let marker = frame_marker!();
-        let started = latency::stamp();
         if let Some(period) = sampler::on_countdown_expired(layout.size()) {
-            if !breakdown::stops_after(breakdown::Part::Expiry) {
-                // SAFETY: layout has a non-zero size (our caller's contract); marker is a local.
-                if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
-                    latency::done(latency::Path::Alloc, started);
-                    return ptr;
-                }
+            // SAFETY: layout has a non-zero size (our caller's contract); marker is a local.
+            if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
+                return ptr;
             }
         }
         // SAFETY: forwarded GlobalAlloc contract.
@@ -294,7 +281,6 @@ impl<A: GlobalAlloc> Profiled<A> {
         let marker = frame_marker!();
         let period = if expired {
             sampler::on_countdown_expired(new_size)
-                .filter(|_| !breakdown::stops_after(breakdown::Part::Expiry))
         } else {
             None
         };

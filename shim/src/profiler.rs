@@ -14,9 +14,7 @@ use crate::accum::{self, ChargeError, ThreadTable, REGISTRY};
 use crate::sampler::Guard;
 use crate::stack::{Unwinder, UnwinderChoice, MAX_FRAMES_LIMIT};
 use crate::table::{self, lock, LiveSample, LiveShard, StackTable, LIVE, SHARDS, STACKS};
-use crate::{
-    arena, breakdown, config, latency, sampler, stack, symbolize, Dropped, Stats, SymbolizerCost,
-};
+use crate::{arena, config, sampler, stack, symbolize, Dropped, Stats, SymbolizerCost};
 
 static INIT_STATE: AtomicU8 = AtomicU8::new(0);
 const INIT_RUNNING: u8 = 1;
@@ -108,10 +106,6 @@ pub(crate) unsafe fn alloc_sampled(
     let mut buf = [const { MaybeUninit::<u64>::uninit() }; MAX_FRAMES_LIMIT];
     let max = config::max_frames().clamp(1, MAX_FRAMES_LIMIT);
     let frames = stack::capture_uninit(current_unwinder(), marker, &mut buf[..max]);
-    if breakdown::stops_after(breakdown::Part::Capture) {
-        std::hint::black_box(frames);
-        return None;
-    }
 
     let size = layout.size();
     let flags = match arena::flags(size, layout.align()) {
@@ -138,10 +132,6 @@ pub(crate) unsafe fn alloc_sampled(
     let usable = unsafe { jem::nallocx(size, arena::align_flags(size, layout.align())) };
     // SAFETY: ptr was just returned by mallocx.
     debug_assert_eq!(usable, unsafe { jem::sallocx(ptr.cast(), 0) });
-    if breakdown::stops_after(breakdown::Part::Arena) {
-        std::hint::black_box((frames, usable));
-        return Some(ptr);
-    }
     let estimate = table::sample_estimate(size, usable, period);
     let thread = sampler::thread_uid();
 
@@ -175,16 +165,12 @@ pub(crate) unsafe fn alloc_sampled(
 /// `ptr` lies in the sampled arena ([`arena::RangeCopy::contains`]) and was allocated with
 /// `layout` (the `GlobalAlloc::dealloc` contract).
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
-    let started = latency::stamp();
-    if !breakdown::stops_after(breakdown::Part::Arena) {
-        lock(table::shard_of(ptr as usize)).remove(ptr as usize);
-    }
+    lock(table::shard_of(ptr as usize)).remove(ptr as usize);
     let flags = arena::free_flags(layout.size(), layout.align());
     // SAFETY: ptr was allocated by mallocx in the sampled arena with this size and alignment
     // (caller contract), so this size and the same alignment flags free it; jemalloc finds the
     // arena from the object itself.
     unsafe { jem::sdallocx(ptr.cast(), layout.size(), flags) };
-    latency::done(latency::Path::Free, started);
 }
 
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
