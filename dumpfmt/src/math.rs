@@ -62,14 +62,28 @@ pub struct SampleWeight {
 impl SampleWeight {
     /// Weight of one sampled allocation of `size` bytes at period `period`.
     pub fn of(size: f64, period: f64) -> SampleWeight {
-        let p = sample_probability(size, period);
+        SampleWeight::of_allocation(size, size, period)
+    }
+
+    /// Weight of one sampled allocation that asked for `requested` bytes and occupies `usable`
+    /// bytes (its allocator's size class), at period `period`.
+    ///
+    /// A sampler that charges its countdown with the *requested* size samples the allocation with
+    /// probability `p = p(requested)`, while the heap holds `usable` bytes for it. With I the
+    /// indicator that it was sampled, `E(I) = p`, so `I·usable/p` is an unbiased estimate of its
+    /// `usable` bytes and `I/p` of its one object; their variances are `usable²(1 − p)/p` and
+    /// `(1 − p)/p`, which a sample estimates without bias as `usable²(1 − p)/p²` and `(1 − p)/p²`
+    /// (`E(I/p²·(1 − p)) = (1 − p)/p`). Taking p from the usable size instead would bias every
+    /// estimate low, most for small objects rounded up to a larger class.
+    pub fn of_allocation(requested: f64, usable: f64, period: f64) -> SampleWeight {
+        let p = sample_probability(requested, period);
         let objects = 1.0 / p;
         let q = (1.0 - p) / (p * p);
         SampleWeight {
             objects,
-            bytes: size * objects,
+            bytes: usable * objects,
             objects_variance: q,
-            bytes_variance: size * size * q,
+            bytes_variance: usable * usable * q,
         }
     }
 }
@@ -193,6 +207,20 @@ mod tests {
         let w = SampleWeight::of(1_048_576.0, 524_288.0);
         let (n, s) = jeprof_unbias(1, 1_048_576, 524_288);
         assert!((w.objects - n).abs() < 1e-9 && (w.bytes - s).abs() < 1e-6);
+    }
+
+    #[test]
+    fn an_allocation_is_weighted_by_its_requested_size_and_counted_at_its_usable_size() {
+        let w = SampleWeight::of_allocation(10.0, 16.0, 100.0);
+        let p = 1.0 - (-10.0f64 / 100.0).exp();
+        assert!((w.objects - 1.0 / p).abs() < 1e-9);
+        assert!((w.bytes - 16.0 / p).abs() < 1e-9);
+        assert!((w.objects_variance - (1.0 - p) / (p * p)).abs() < 1e-9);
+        assert!((w.bytes_variance - 256.0 * (1.0 - p) / (p * p)).abs() < 1e-6);
+        assert_eq!(
+            SampleWeight::of(16.0, 100.0),
+            SampleWeight::of_allocation(16.0, 16.0, 100.0)
+        );
     }
 
     #[test]

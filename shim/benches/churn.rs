@@ -25,17 +25,8 @@
 //! is what the shim costs per allocation in a long-running process.
 //!
 //! `CHURN_ALLOCATIONS` (per thread) and `CHURN_ROUNDS` override the defaults. `CHURN_MODES` (a
-//! comma-separated list of `again`, `off`, `fp`, `backtrace`, `auto`, `jemalloc-prof`, and with the
-//! `cost-breakdown` feature `stop-expiry`, `stop-capture`, `stop-arena`) runs only those churn
-//! modes besides plain jemalloc, and only the churn. The `stop-*` modes cut every sample short after
-//! one part of the sampled path (`src/breakdown.rs`), so the differences between them, sampling
-//! off and `fp` are what each part costs:
-//!
-//! ```text
-//! CHURN_MODES=off,stop-expiry,stop-capture,stop-arena,fp CHURN_ROUNDS=900 \
-//!   CHURN_ALLOCATIONS=2000000 RUSTFLAGS="-C force-frame-pointers=yes" \
-//!   cargo bench -p jeprof-shim --features cost-breakdown --bench churn --bench churn_plain
-//! ```
+//! comma-separated list of `again`, `off`, `fp`, `backtrace`, `auto`, `jemalloc-prof`) runs only
+//! those churn modes besides plain jemalloc, and only the churn.
 //!
 //! `CHURN_RATES` (a comma-separated list of periods in bytes) adds the frame-pointer mode at each of
 //! those sampling periods, so the cost per sample and what remains with almost no samples can be
@@ -58,9 +49,6 @@
 //! table averaged over the layouts: one pair of binaries is one draw of code placement, which moves
 //! this churn by percents.
 //!
-//! Built with `--features path-latency`, every child also times each sampled allocation and free
-//! as a whole (`src/latency.rs`), and a last table gives the mean latency per sample by mode.
-//!
 //! On a shared machine, many short rounds pin the ratios down far better than a few long ones:
 //! with `CHURN_MODES=again,off,fp CHURN_ROUNDS=2000 CHURN_ALLOCATIONS=2000000` (about 12 minutes)
 //! the intervals are about ±0.4%.
@@ -81,23 +69,10 @@ fn main() {
     match std::env::var("CHURN_MODE").as_deref() {
         Ok("churn") => {
             let per_thread: usize = std::env::var("CHURN_ALLOCATIONS").unwrap().parse().unwrap();
-            #[cfg(feature = "path-latency")]
-            let at_timed_start = jeprof_shim::reset_sampled_path_latency;
-            #[cfg(not(feature = "path-latency"))]
-            let at_timed_start = || {};
-            workload::run_and_report(2, per_thread, at_timed_start);
+            workload::run_and_report(2, per_thread, || {});
             let stats = jeprof_shim::stats();
             println!("samples {}", stats.samples_taken);
             println!("unwinder {:?}", stats.unwinder);
-            #[cfg(feature = "path-latency")]
-            {
-                let latency = jeprof_shim::sampled_path_latency();
-                if latency.allocations > 0 {
-                    println!("path_alloc_ns {}", latency.alloc_ns);
-                    println!("path_free_ns {}", latency.free_ns);
-                    println!("path_clock_ns {}", latency.clock_ns);
-                }
-            }
         }
         Ok("sample-cost") => sample_cost(),
         Ok("dump") => dump_time(),
@@ -280,7 +255,7 @@ fn drive() {
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env
     };
-    let mut all_modes = vec![
+    let all_modes = vec![
         ("jemalloc", "jemalloc", plain.clone(), churn(&[])),
         // The same binary and settings again: how far apart two identical runs land on this
         // machine, so every other row's ratio can be read against it.
@@ -321,24 +296,8 @@ fn drive() {
             churn(&[("_RJEM_MALLOC_CONF", "prof:true,lg_prof_sample:19")]),
         ),
     ];
-    if cfg!(feature = "cost-breakdown") {
-        // The sampled path cut short after each part (`src/breakdown.rs`): differences between
-        // these rows, sampling off and `fp` are what each part costs.
-        let fp = "sample_rate:524288,unwinder:fp";
-        for (key, name, part) in [
-            ("stop-expiry", "fp, stop after countdown expiry", "expiry"),
-            ("stop-capture", "fp, stop after stack capture", "capture"),
-            ("stop-arena", "fp, stop after sampled arena", "arena"),
-        ] {
-            let env = churn(&[("JEPROF_SHIM", fp), ("JEPROF_SHIM_STOP_AFTER", part)]);
-            all_modes.push((key, name, Some(me.clone()), env));
-        }
-    }
     // Plain jemalloc always runs: it is what every ratio is taken against.
     let wanted = std::env::var("CHURN_MODES").ok();
-    if !cfg!(feature = "cost-breakdown") && wanted.as_deref().is_some_and(|w| w.contains("stop-")) {
-        println!("the stop-* modes need `--features cost-breakdown`; running the others");
-    }
     let mut modes: Vec<Mode> = all_modes
         .into_iter()
         .filter(|(key, ..)| {

@@ -6,85 +6,77 @@
 //! `heap_v2` format (through [`jeprof_dumpfmt`]) that the stock `jeprof` reads, symbolized
 //! in-process so `jeprof --text heap.prof` needs no binary.
 //!
-//! ```no_run
+//! ```
 //! #[global_allocator]
 //! static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
 //!     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
 //!
 //! fn main() {
 //!     let kept: Vec<Vec<u8>> = (0..1000).map(|_| vec![0u8; 4096]).collect();
-//!     jeprof_shim::dump("/tmp/heap.prof").expect("dump");
+//!     let path = std::env::temp_dir().join(format!("heap-{}.prof", std::process::id()));
+//!     jeprof_shim::dump(&path).expect("dump");
 //!     // Or serve it: jeprof_shim::snapshot() is a jeprof_dumpfmt::Profile.
 //!     let estimate = jeprof_shim::snapshot().totals().inuse;
 //!     println!("≈{:.0} bytes live (truth {})", estimate.bytes, kept.len() * 4096);
+//!     # std::fs::remove_file(&path).unwrap();
 //! }
 //! ```
 //!
-//! Then `jeprof --text /tmp/heap.prof`. `cargo run --release --example demo -p jeprof-shim` runs a
+//! Then `jeprof --text heap.prof`. `cargo run --release --example demo -p jeprof-shim` runs a
 //! workload with known live bytes per call site and prints estimate, 95% interval and truth.
 //!
 //! ## How it works
-//! - **Sampling** (`sampler.rs`, the only code on the fast path): each thread keeps a countdown of
-//!   bytes, drawn from the exponential distribution with mean R; every allocation subtracts its
-//!   *requested* size. The fast path is that thread-local subtract and a branch on its borrow: no
-//!   lock, no atomic read-modify-write, no allocation. When the size exceeds what was left, the
-//!   allocation is a sample: it has probability `p = 1 − e^(−Z/R)` and stands for `1/p` objects and
-//!   `usable/p` bytes (usable = jemalloc's size class, `sallocx`), with variance
-//!   `usable²(1 − p)/p²`, summed per stack (`design-notes.md` §1–2). `realloc` counts as a free of
-//!   the old block and an allocation of the new one. Everything the profiler keeps per thread
-//!   (countdown, generator, settings generation, uid, stack top, sampled tcache, table) is one
-//!   64-byte thread-local, and the settings the sampled path reads share one cache line, so a
-//!   sample does not miss the cache once per variable.
-//! - **The sampled arena** (`arena.rs`): sampled objects come from a dedicated jemalloc arena
-//!   (`arenas.create` with custom extent hooks) over one reserved address range (64 GiB of address
-//!   space by default, no memory). Each thread allocates and frees sampled objects through an
-//!   explicit jemalloc tcache of its own (`tcache.create`) that holds nothing but sampled-arena
-//!   objects (a free on another thread goes into that thread's sampled tcache), so a sample
-//!   usually takes no arena lock; a `pthread_key` destructor destroys the tcache at thread exit
-//!   (after Rust's thread-local destructors), and from then on, or if no tcache can be had, the
-//!   thread uses `MALLOCX_TCACHE_NONE`. `dealloc` knows a pointer was sampled by one range check
-//!   (the range is a power of two in size and aligned to it, so the check is `ptr ^ base < len`:
-//!   two loads from one cache line, an xor and a compare). One object of each small size class is
-//!   pinned in the arena so that sparse samples share slabs instead of creating and destroying one
-//!   per sample. **Whatever `A` is, sampled objects always live in jemalloc's sampled arena**: the
-//!   profiler always links jemalloc.
-//! - **Stacks** (`stack.rs`, `table.rs`, `accum.rs`): captured on the sampled path only, into a
-//!   fixed on-stack buffer of `max_frames` (default 128, at most 256), interned in one table capped
-//!   at `max_stacks`. Each thread charges its samples to a table of its own (a 64-entry cache of
-//!   the stacks it interned, with their pending figures, and its figures per stack), behind a mutex
-//!   that only the thread, a snapshot or `fork` takes: a sample whose stack the thread has seen
-//!   takes no shared lock and writes no shared line for it. A thread's table outlives it and is
-//!   taken over by the next new thread, so tables are bounded by the threads alive at once and
-//!   exited threads keep their figures. Live samples sit in 64 address-sharded tables; each record
-//!   has room for a scope label.
-//! - **Dumps**: per stack, in-use (live now) and accumulated (allocated since start) estimates,
-//!   per-thread lines, `MAPPED_LIBRARIES` from `/proc/self/maps`, and by default a `--- symbol`
-//!   section built in-process.
+//! - **Sampling**: each thread keeps a countdown of bytes, drawn from the exponential distribution
+//!   with mean R; every allocation subtracts its *requested* size. The fast path is that
+//!   thread-local subtract and a branch on its borrow: no lock, no atomic read-modify-write, no
+//!   allocation. When the size exceeds what was left, the allocation is a sample: it has
+//!   probability `p = 1 − e^(−Z/R)` and stands for `1/p` objects and `usable/p` bytes (usable =
+//!   jemalloc's size class), with variance `usable²(1 − p)/p²`, summed per stack
+//!   (`docs/design.md` §1–2; the weight is [`jeprof_dumpfmt::math::SampleWeight::of_allocation`]).
+//!   `realloc` counts as a free of the old block and an allocation of the new one.
+//! - **The sampled arena** (`docs/design.md` §7): sampled objects come from a dedicated jemalloc
+//!   arena over one reserved, power-of-two-aligned address range (64 GiB of address space by
+//!   default, no memory), so `dealloc` knows a pointer was sampled by one range check
+//!   (`ptr ^ base < len`). Each thread allocates and frees sampled objects through an explicit
+//!   jemalloc tcache of its own, so a sample usually takes no arena lock. **Whatever `A` is,
+//!   sampled objects live in jemalloc's sampled arena**: the profiler always links jemalloc.
+//! - **Stacks** (`docs/design.md` §8): captured on the sampled path only, into a fixed on-stack
+//!   buffer of `max_frames` frames, interned in one table capped at `max_stacks`. Each thread
+//!   charges its samples to a table of its own (with a 64-entry cache of the stacks it has seen),
+//!   so a sample of a known stack takes no shared lock; an exited thread's table, with its
+//!   figures, is taken over by the next new thread. Live samples sit in 64 address-sharded tables.
+//! - **Dumps** (`docs/design.md` §3–6): per stack, in-use and accumulated estimates, per-thread
+//!   lines, `MAPPED_LIBRARIES`, and by default a `--- symbol` section built in-process.
 //!
-//! ## Unwinders: which one runs when
+//! The source is layered; each module imports only the layers below it:
+//!
+//! ```text
+//! lib.rs       Profiled, the public functions
+//! profiler/    control (JEPROF_SHIM, setters), sampled_path → report (snapshots, stats, dumps)
+//!              → hooks (fork, exit) → init
+//! parts/       sampler · capture · sampled_arena · stacks · live_samples · thread_totals ·
+//!              symbolize (each imports only base/)
+//! base/        thread (per-thread state, re-entrancy guard) · settings · sync (lock, cache line,
+//!              exit key, loom traits) · hash (each imports nothing of the crate)
+//! ```
+//!
+//! ## Unwinders
 //! - `unwinder:fp`: the frame-pointer walker (x86_64, aarch64). No lock, no DWARF, about a
-//!   nanosecond per frame; every frame pointer is checked (word-aligned, strictly increasing,
-//!   between the walker's own stack pointer and the thread's stack top from
-//!   `pthread_getattr_np`), so it never faults. It only sees every frame when the whole program
-//!   keeps frame pointers: Rust's standard library on current toolchains does; build your code
-//!   with `RUSTFLAGS="-C force-frame-pointers=yes"`.
-//! - `unwinder:backtrace`: `backtrace::trace_unsynchronized`, i.e. libgcc's DWARF unwinder:
-//!   complete without frame pointers, several microseconds per sample, and `_Unwind_Find_FDE`
-//!   takes a process-wide lock (the shim holds a read lock of its own around it so `fork` never
-//!   happens mid-unwind).
-//! - `unwinder:auto` (default): at first use, both unwinders walk the stack from one probe
-//!   function; if the frame-pointer walk returns at least 3 frames and they are exactly libgcc's
-//!   first ones (up to 8; the walk may stop early where code without frame pointers begins, such
-//!   as glibc's thread start), frame pointers are used, else libgcc. The probe runs in this
-//!   crate's code, so it reflects how the program (and this crate) was compiled.
-//!   `stats().unwinder` says which won.
+//!   nanosecond per frame; every frame pointer is checked against the thread's stack bounds, so
+//!   it never faults. It sees every frame only when the whole program keeps frame pointers:
+//!   Rust's standard library on current toolchains does; build your code with
+//!   `RUSTFLAGS="-C force-frame-pointers=yes"`.
+//! - `unwinder:backtrace`: libgcc's DWARF unwinder: complete without frame pointers, several
+//!   microseconds per sample, and it takes a process-wide lock.
+//! - `unwinder:auto` (default): at first use both walk the stack from one probe function; if the
+//!   frame-pointer walk returns at least 3 frames and they are exactly libgcc's first ones,
+//!   frame pointers are used, else libgcc. `stats().unwinder` says which won.
 //!
-//! Stacks start at the function that called the allocator (the profiler's own frames are skipped
-//! by stack address, identically for both unwinders); the innermost frame is written as its return
-//! address minus one, so that it points into the call instruction like every caller frame after
+//! Stacks start at the function that called the allocator; the innermost frame is written as its
+//! return address minus one, so it points into the call instruction like every caller frame after
 //! jeprof's own adjustment.
 //!
-//! ## Runtime control
+//! ## Settings
 //! [`dump`], [`dump_to`], [`snapshot`], [`set_sample_rate`], [`set_active`], [`stats`],
 //! [`configure`], [`reseed`]. The environment variable `JEPROF_SHIM`, read once at first use, has
 //! jemalloc's `MALLOC_CONF` syntax:
@@ -93,41 +85,10 @@
 //! rounded up to a power of two) and `max_stacks:<n>`. `sample_rate:0` turns sampling off. Bad
 //! pairs are reported on stderr and keep their defaults. `seed` makes sampling deterministic:
 //! thread *k* (in the order threads first reach the sampler) draws from a generator seeded with
-//! `seed` and *k*, and the profiler's own allocations do not consume the countdown (the guard
-//! parks it), so a deterministic program samples the same allocations on every run.
-//! `dump_on_exit` dumps from an `atexit` handler, only in the process that read the setting (a
-//! forked child does not overwrite its parent's dump).
-//!
-//! ## Cost (measured; commands and the full table in the crate's README)
-//! On a 2-thread churn of allocations of 16–4096 bytes (about 245,000 samples per CPU-second at
-//! R = 512 KiB), relative to plain jemalloc in CPU time, on a shared 2-core machine, as the median
-//! of 2,000 paired short runs (`CHURN_MODES=again,off,fp CHURN_ROUNDS=2000
-//! CHURN_ALLOCATIONS=2000000 RUSTFLAGS="-C force-frame-pointers=yes" cargo bench -p jeprof-shim
-//! --bench churn --bench churn_plain`): sampling off 1.015× (95% interval 1.012–1.018), R = 512 KiB
-//! with frame pointers 1.062× (1.058–1.064), 1.056× without the one-time set-up of 0.55 ms per
-//! process (the bench measures it on a tiny churn); two identical runs of plain jemalloc 1.001×
-//! (0.998–1.004), and code placement alone moves plain jemalloc by up to 0.7%; runs at different
-//! hours of one day gave sampling off 1.017–1.039 and frame pointers 1.057–1.072. In steady state
-//! (`CHURN_WARMUP=200000`: one-time costs left out, the cost per allocation of a long-running
-//! process) sampling off 1.009× (1.004–1.012) and frame pointers 1.045× (1.042–1.049), and at other
-//! hours 1.005–1.013 and 1.031–1.048; a sample then costs about 160 ns of CPU all-in (the bench's
-//! `CHURN_RATES` varies R). Each of those figures is one code layout's: averaged over 8 layouts
-//! (`benches/build-layouts.sh` and `CHURN_LAYOUTS`; lld's `--shuffle-sections`; 200 rounds),
-//! sampling off costs 1.030× (1.023–1.040; per layout 0.998–1.046) and frame pointers 1.067×
-//! (1.056–1.075; per layout 1.029–1.079), 1.027–1.044× and 1.062–1.069× over three runs, in line with
-//! the 9.4 instructions sampling off adds to plain jemalloc's 199 per allocation–free pair (4.7%,
-//! `callgrind`). The feature `path-latency` times the sampled path as a whole: its allocation and
-//! free take about 120 ns at R = 128 KiB, 131 ns at 512 KiB and 659 ns at 32 MiB, for about the same
-//! instructions. With libgcc about 1.35–1.43×; jemalloc's own profiler
-//! (`prof:true,lg_prof_sample:19`) 1.45–1.58×. The fast path with sampling off is 7 instructions
-//! per allocation–free pair (3 in `alloc`, 4 in `dealloc`); `callgrind`'s 9.4 includes the register
-//! moves around them. One sampled
-//! allocation (capture and record, 32 frames): 0.12–0.27 µs with frame pointers, about 5 µs with
-//! libgcc. A dump of 100,000 live samples: about 10 ms raw, about 100 ms symbolized, with a
-//! symbolizer peak of about 57 MB that is released right after (about 20 KB kept). The feature
-//! `cost-breakdown` (for measuring only) lets the churn bench stop every sample after one part of
-//! the sampled path: in whole runs the sampled arena's allocation and free come first (about 2.3%
-//! of CPU), in steady state the recording (about 1.5%, the arena 1.1%).
+//! `seed` and *k*, and the profiler's own allocations do not consume the countdown, so a
+//! deterministic program samples the same allocations on every run. `dump_on_exit` dumps from an
+//! `atexit` handler, only in the process that read the setting (a forked child does not
+//! overwrite its parent's dump).
 //!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
@@ -143,6 +104,9 @@
 //!   everywhere: symbolizer, unwinder, arena creation, `dump_on_exit`, thread-table registry,
 //!   thread tables, stack table, live shards), so a child can allocate and dump while other threads
 //!   of the parent were inside the profiler (tested).
+//! - The publication of the sampled range to `dealloc` and the handover of thread tables are
+//!   checked by loom models (`RUSTFLAGS="--cfg loom" cargo test -p jeprof-shim --release --lib
+//!   loom`).
 //! - Bounded metadata: at most `max_stacks` distinct stacks; a sample with a new stack beyond that,
 //!   or that the exhausted arena cannot serve, is *dropped*: its allocation comes from the inner
 //!   allocator unrecorded, and the drop is counted in [`stats`] and in the dump (`# shim_…`
@@ -162,39 +126,41 @@
 //! - Each thread that allocates or frees a sampled object holds one of jemalloc's explicit tcaches
 //!   (at most 4,094 at a time in a process; threads beyond that, and threads past their exit hook,
 //!   use `MALLOCX_TCACHE_NONE` and take an arena lock per sampled allocation and free). A tcache
-//!   costs jemalloc about 30 KiB of metadata and keeps freed sampled objects cached (within
-//!   jemalloc's usual per-size-class limits, in the sampled arena's range) until the thread exits.
-//!   After `fork`, the tcaches of the parent's other threads stay allocated (and their cached
-//!   objects unused) in the child.
+//!   costs jemalloc about 30 KiB of metadata and keeps freed sampled objects cached until the
+//!   thread exits. After `fork`, the tcaches of the parent's other threads stay allocated in the
+//!   child.
 //! - Not async-signal-safe: a sampled allocation takes locks, like jemalloc itself.
 //! - jeprof's flat column charges every stack's leaf, which is the allocating function with the
 //!   allocator's inlined frames (`alloc::alloc::alloc`, `__rust_alloc`, `Profiled::alloc`) named
 //!   innermost; use the cumulative column (or `--focus`) per call site.
+//!
+//! ## Cost
+//! With sampling off, 7 instructions per allocation–free pair on the fast path (3 in `alloc`, 4 in
+//! `dealloc`); at R = 512 KiB with frame pointers a few percent of CPU on an allocation churn, a
+//! sample about 0.1–0.3 µs (about 5 µs with libgcc). Figures and the commands that measure them:
+//! `bench/RESULTS.md`.
 #![warn(missing_docs)]
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::io::Write;
 use std::path::Path;
 
-mod accum;
-mod arena;
-mod breakdown;
-mod config;
-mod exit_key;
-mod latency;
+mod base;
+mod parts;
 mod profiler;
-mod sampler;
-mod stack;
-mod symbolize;
-mod table;
 
-pub use config::{
-    ConfigError, DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
+pub use base::settings::{
+    DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
 };
 pub use jeprof_dumpfmt;
-#[cfg(feature = "path-latency")]
-pub use latency::{reset_sampled_path_latency, sampled_path_latency, SampledPathLatency};
-pub use stack::{Unwinder, MAX_FRAMES_LIMIT};
+pub use parts::capture::{Unwinder, MAX_FRAMES_LIMIT};
+pub use parts::symbolize::SymbolizerCost;
+pub use profiler::control::ConfigError;
+pub use profiler::report::Stats;
+pub use profiler::sampled_path::Dropped;
+
+use parts::{sampled_arena, sampler};
+use profiler::{control, init, report, sampled_path};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
@@ -202,7 +168,7 @@ pub use stack::{Unwinder, MAX_FRAMES_LIMIT};
 pub struct Profiled<A> {
     inner: A,
     /// The sampled range as this value knows it; what `dealloc` compares pointers with.
-    range: arena::RangeCopy,
+    range: sampled_arena::RangeCopy,
 }
 
 impl<A> Profiled<A> {
@@ -210,7 +176,7 @@ impl<A> Profiled<A> {
     pub const fn new(inner: A) -> Profiled<A> {
         Profiled {
             inner,
-            range: arena::RangeCopy::new(),
+            range: sampled_arena::RangeCopy::new(),
         }
     }
 
@@ -236,11 +202,11 @@ macro_rules! frame_marker {
 }
 
 impl<A: GlobalAlloc> Profiled<A> {
-    /// [`profiler::alloc_sampled`], then the range copy filled before the block leaves this value:
-    /// the one way a sampled block is handed out, so `dealloc` always recognises it.
+    /// [`sampled_path::alloc_sampled`], then the range copy filled before the block leaves this
+    /// value: the one way a sampled block is handed out, so `dealloc` always recognises it.
     ///
     /// # Safety
-    /// As for [`profiler::alloc_sampled`].
+    /// As for [`sampled_path::alloc_sampled`].
     #[inline(always)]
     unsafe fn alloc_sampled(
         &self,
@@ -250,7 +216,7 @@ impl<A: GlobalAlloc> Profiled<A> {
         marker: usize,
     ) -> Option<*mut u8> {
         // SAFETY: forwarded contract.
-        let ptr = unsafe { profiler::alloc_sampled(layout, zeroed, period, marker) }?;
+        let ptr = unsafe { sampled_path::alloc_sampled(layout, zeroed, period, marker) }?;
         self.range.fill();
         Some(ptr)
     }
@@ -258,18 +224,17 @@ impl<A: GlobalAlloc> Profiled<A> {
     /// The allocation path once the countdown expired. `layout` comes first and `this` after it
     /// so that the fast path reaches here with the size still in the register it arrived in (no
     /// moves before the sampling branch).
+    ///
+    /// # Safety
+    /// The `GlobalAlloc::alloc` contract: `layout` has a non-zero size.
     #[cold]
     #[inline(never)]
     unsafe fn alloc_slow(layout: Layout, this: &Self, zeroed: bool) -> *mut u8 {
         let marker = frame_marker!();
-        let started = latency::stamp();
-        if let Some(period) = sampler::on_countdown_expired(layout.size()) {
-            if !breakdown::stops_after(breakdown::Part::Expiry) {
-                // SAFETY: layout has a non-zero size (our caller's contract); marker is a local.
-                if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
-                    latency::done(latency::Path::Alloc, started);
-                    return ptr;
-                }
+        if let Some(period) = sampler::on_countdown_expired(layout.size(), init::ensure_init) {
+            // SAFETY: layout has a non-zero size (our caller's contract); marker is a local.
+            if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
+                return ptr;
             }
         }
         // SAFETY: forwarded GlobalAlloc contract.
@@ -282,6 +247,10 @@ impl<A: GlobalAlloc> Profiled<A> {
         }
     }
 
+    /// The reallocation path once the countdown expired or `ptr` was sampled.
+    ///
+    /// # Safety
+    /// The `GlobalAlloc::realloc` contract for `ptr`, `layout` and `new_size`.
     #[cold]
     #[inline(never)]
     unsafe fn realloc_slow(
@@ -293,8 +262,7 @@ impl<A: GlobalAlloc> Profiled<A> {
     ) -> *mut u8 {
         let marker = frame_marker!();
         let period = if expired {
-            sampler::on_countdown_expired(new_size)
-                .filter(|_| !breakdown::stops_after(breakdown::Part::Expiry))
+            sampler::on_countdown_expired(new_size, init::ensure_init)
         } else {
             None
         };
@@ -354,7 +322,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if self.range.contains(ptr) {
             // SAFETY: ptr is in the sampled arena and was allocated with layout.
-            unsafe { profiler::free_sampled(ptr, layout) }
+            unsafe { sampled_path::free_sampled(ptr, layout) }
         } else {
             // SAFETY: ptr is outside the sampled arena, so it came from the inner allocator.
             unsafe { self.inner.dealloc(ptr, layout) }
@@ -373,125 +341,50 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
     }
 }
 
-/// How many samples were dropped, by reason. A dropped sample's allocation is served by the inner
-/// allocator and not recorded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Dropped {
-    /// The sampled arena's reserved range was full (raise `arena_size`).
-    pub arena_exhausted: u64,
-    /// The sampled arena could not be created (address space reservation or `arenas.create`
-    /// failed).
-    pub arena_unavailable: u64,
-    /// The sample had a new stack and the stack table was at `max_stacks`.
-    pub stack_table_full: u64,
-}
-
-impl Dropped {
-    /// All drops together.
-    pub fn total(&self) -> u64 {
-        self.arena_exhausted + self.arena_unavailable + self.stack_table_full
-    }
-}
-
-/// What in-process symbolization cost, measured with jemalloc's per-thread counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SymbolizerCost {
-    /// Addresses looked up.
-    pub addresses: usize,
-    /// Highest net bytes allocated by the dumping thread during symbolization (debug-info caches
-    /// and names), sampled between lookups.
-    pub peak_bytes: u64,
-    /// Net bytes still allocated after `backtrace::clear_symbol_cache()` (the names themselves).
-    pub retained_bytes: u64,
-}
-
-/// A snapshot of the profiler's own state.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Sampled objects currently live.
-    pub live_samples: u64,
-    /// Distinct stacks recorded since start.
-    pub distinct_stacks: u64,
-    /// Bytes held by the profiler's tables (capacity).
-    pub metadata_bytes: u64,
-    /// Samples recorded since start.
-    pub samples_taken: u64,
-    /// Per-thread tables held: at most as many as threads ever sampled at once (an exited
-    /// thread's table, with its figures, is taken over by the next new thread).
-    pub thread_tables: u64,
-    /// Samples dropped since start, by reason.
-    pub dropped: Dropped,
-    /// The configured mean sampling period R in bytes (0 = off).
-    pub sample_rate: u64,
-    /// Whether sampling is active.
-    pub active: bool,
-    /// The unwinder in use.
-    pub unwinder: Unwinder,
-    /// Bytes of the sampled arena's range handed to jemalloc.
-    pub arena_bytes_used: u64,
-    /// Size of the sampled arena's reserved range (0 until the first sample).
-    pub arena_bytes_reserved: u64,
-    /// Cost of the last in-process symbolization, if one ran.
-    pub last_symbolization: Option<SymbolizerCost>,
-}
-
 /// The current heap profile: per stack, in-use and accumulated estimates with variances,
 /// per-thread figures, `/proc/self/maps`, annotations (drops), and symbols when `symbolize` is on.
 /// Everything it allocates bypasses sampling.
 pub fn snapshot() -> jeprof_dumpfmt::Profile {
-    profiler::snapshot(config::symbolize()).0
+    report::snapshot(base::settings::symbolize()).0
 }
 
 /// Writes the current profile in heap_v2 format to `out`.
 pub fn dump_to(out: &mut dyn Write) -> Result<(), jeprof_dumpfmt::Error> {
-    let _guard = sampler::Guard::enter();
-    let profile = snapshot();
-    jeprof_dumpfmt::write::write(&profile, out, &jeprof_dumpfmt::WriteOptions::default())
+    report::dump_to(out)
 }
 
 /// Writes the current profile to `path` atomically (a temporary file beside it, mode 0600, then
 /// renamed over `path`).
 pub fn dump(path: impl AsRef<Path>) -> Result<(), jeprof_dumpfmt::Error> {
-    let _guard = sampler::Guard::enter();
-    let profile = snapshot();
-    jeprof_dumpfmt::write::write_file(
-        &profile,
-        path.as_ref(),
-        &jeprof_dumpfmt::WriteOptions::default(),
-    )
+    report::dump(path.as_ref())
 }
 
 /// Sets the mean sampling period R in bytes (0 turns sampling off). The calling thread restarts its
 /// countdown now, other threads at their next sample.
 pub fn set_sample_rate(bytes: u64) {
-    config::set_sample_rate(bytes);
+    control::set_sample_rate(bytes);
 }
 
 /// Turns sampling on or off without changing R. Live samples stay recorded and are still removed
 /// when freed.
 pub fn set_active(active: bool) {
-    config::set_active(active);
+    control::set_active(active);
 }
 
 /// The profiler's own figures: live samples, distinct stacks, metadata bytes, drops.
 pub fn stats() -> Stats {
-    profiler::stats()
+    report::stats()
 }
 
 /// Applies settings in the `JEPROF_SHIM` syntax (`key:value,...`) at run time. Every valid pair is
 /// applied; the error lists the others. `arena_size` is refused once the arena exists.
 pub fn configure(spec: &str) -> Result<(), ConfigError> {
-    let _guard = sampler::Guard::enter();
-    profiler::ensure_init();
-    config::apply(spec)
+    init::configure(spec)
 }
 
 /// Makes sampling deterministic from now on: every thread restarts its countdown from a generator
 /// seeded with `seed` and the thread's uid (the calling thread immediately). For tests and
 /// reproducible experiments.
 pub fn reseed(seed: u64) {
-    sampler::set_seed(Some(seed));
+    control::reseed(Some(seed));
 }

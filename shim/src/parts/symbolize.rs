@@ -13,8 +13,20 @@ use std::sync::Mutex;
 
 use jeprof_dumpfmt::SymbolTable;
 
-use crate::table::lock;
-use crate::SymbolizerCost;
+use crate::base::sync::lock;
+
+/// What in-process symbolization cost, measured with jemalloc's per-thread counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SymbolizerCost {
+    /// Addresses looked up.
+    pub addresses: usize,
+    /// Highest net bytes allocated by the dumping thread during symbolization (debug-info caches
+    /// and names), sampled between lookups.
+    pub peak_bytes: u64,
+    /// Net bytes still allocated after `backtrace::clear_symbol_cache()` (the names themselves).
+    pub retained_bytes: u64,
+}
 
 /// Serialises symbolization (backtrace's caches are process-wide) and is held across `fork`, so a
 /// child never inherits the backtrace crate's lock held by another thread.

@@ -16,6 +16,8 @@
 use std::mem::MaybeUninit;
 use std::sync::RwLock;
 
+use crate::base::thread;
+
 /// Largest `max_frames` accepted: the on-stack capture buffer's size.
 pub const MAX_FRAMES_LIMIT: usize = 256;
 
@@ -26,25 +28,6 @@ pub enum Unwinder {
     FramePointer,
     /// `backtrace::trace_unsynchronized` (libgcc's DWARF unwinder).
     Backtrace,
-}
-
-/// The `unwinder` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum UnwinderChoice {
-    Auto = 0,
-    FramePointer = 1,
-    Backtrace = 2,
-}
-
-impl UnwinderChoice {
-    pub(crate) fn from_u8(v: u8) -> UnwinderChoice {
-        match v {
-            1 => UnwinderChoice::FramePointer,
-            2 => UnwinderChoice::Backtrace,
-            _ => UnwinderChoice::Auto,
-        }
-    }
 }
 
 /// Held for reading around every libgcc unwind and for writing across `fork`, so that a child is
@@ -107,8 +90,8 @@ pub(crate) fn capture_uninit(
 }
 
 fn stack_top() -> usize {
-    // Kept in the thread's `sampler::ThreadState`, the line the sampled path has in cache anyway.
-    crate::sampler::with_thread(|t| {
+    // Kept in the thread's state, the line the sampled path has in cache anyway.
+    thread::with_thread(|t| {
         if t.stack_top.get() == 0 {
             t.stack_top.set(ask_stack_top().unwrap_or(1));
         }

@@ -1,123 +1,62 @@
-//! The hot path: a per-thread byte countdown, and the re-entrancy guard.
+//! The countdown: a per-thread byte countdown and its draw.
 //!
 //! Every allocation subtracts its requested size from the thread's countdown; only when the size
 //! exceeds what was left (the unsigned subtraction borrows) does [`on_countdown_expired`] run. That
 //! function draws the next countdown from the exponential distribution with mean R (the per-byte
-//! Bernoulli process of `design-notes.md` §1, realised as a geometric countdown) and says whether
+//! Bernoulli process of `docs/design.md` §1, realised as a geometric countdown) and says whether
 //! this allocation is a sample, and with which period its countdown was drawn.
-//!
-//! Everything the profiler keeps per thread lives in one 64-byte, `const`-initialised thread-local
-//! without a destructor ([`ThreadState`]): usable before `main`, during thread-local destruction and
-//! in exiting threads, and, since the fast path keeps the countdown's line in cache anyway, the slow
-//! path finds all its other per-thread state there too instead of missing on a line per variable.
-//! `try_with` failing (it never does for such thread-locals on Linux, but the API allows it) means
-//! "pass through".
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-use crate::config;
+use crate::base::settings;
+use crate::base::thread::{self, Guard, ThreadState, GUARDED_COUNTDOWN};
 
 /// Countdown used while sampling is off or inactive: the thread re-reads the settings after this
 /// many bytes, so turning sampling on takes effect within 64 MiB of allocation per thread, and the
 /// cost with sampling off is one slow-path visit per 64 MiB.
 const OFF_RECHECK_BYTES: u64 = 64 << 20;
 
-/// A thread's profiler state: one cache line.
-#[repr(C, align(64))]
-pub(crate) struct ThreadState {
-    /// Bytes this thread may still allocate before its next sample: an allocation of `size` bytes
-    /// is a sample when `size > countdown`. The only field the fast path touches.
-    countdown: Cell<u64>,
-    /// The period R the current countdown was drawn with (0: sampling was off).
-    period: Cell<u64>,
-    /// splitmix64 state of this thread's generator.
-    rng: Cell<u64>,
-    /// The settings generation this thread last saw (0: never initialised).
-    seen_generation: Cell<u64>,
-    /// This thread's uid (the `t<uid>` of dumps), `u64::MAX` until assigned.
-    uid: Cell<u64>,
-    /// Top of this thread's stack for the frame-pointer walker ([`crate::stack`]): 0 = not asked
-    /// yet, 1 = unknown.
-    pub(crate) stack_top: Cell<usize>,
-    /// Address of this thread's `accum::ThreadTable` (0 until its first sample).
-    pub(crate) table: Cell<usize>,
-    /// This thread's explicit jemalloc tcache for the sampled arena ([`crate::arena`]).
-    pub(crate) sampled_tcache: Cell<u32>,
-    /// True while the profiler itself runs on this thread: its allocations are never sampled.
-    in_profiler: Cell<bool>,
-}
-
-thread_local! {
-    static THREAD: ThreadState = const {
-        ThreadState {
-            countdown: Cell::new(0),
-            period: Cell::new(0),
-            rng: Cell::new(0),
-            seen_generation: Cell::new(0),
-            uid: Cell::new(u64::MAX),
-            stack_top: Cell::new(0),
-            table: Cell::new(0),
-            sampled_tcache: Cell::new(crate::arena::TCACHE_UNSET),
-            in_profiler: Cell::new(false),
-        }
-    };
-}
-
-/// Runs `f` on this thread's state; `None` only if the thread-local is unavailable.
-#[inline(always)]
-pub(crate) fn with_thread<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
-    THREAD.try_with(f).ok()
-}
-
-/// Next thread uid, in the order threads first reach the slow path.
-static NEXT_THREAD_UID: AtomicU64 = AtomicU64::new(0);
-/// Whether any seed was configured.
-static SEEDED: AtomicBool = AtomicBool::new(false);
-/// The configured seed (meaningful when `SEEDED`).
-static SEED: AtomicU64 = AtomicU64::new(0);
-
 /// Subtracts `size` from this thread's countdown; true when it has run out (then call
 /// [`on_countdown_expired`]). One thread-local subtract and a branch on its borrow: no lock, no
 /// atomic, no allocation.
 #[inline(always)]
 pub(crate) fn countdown_expired(size: usize) -> bool {
-    THREAD
-        .try_with(|t| {
-            let (left, borrowed) = t.countdown.get().overflowing_sub(size as u64);
-            t.countdown.set(left);
-            borrowed
-        })
-        .unwrap_or(false)
+    thread::with_thread(|t| {
+        let (left, borrowed) = t.countdown.get().overflowing_sub(size as u64);
+        t.countdown.set(left);
+        borrowed
+    })
+    .unwrap_or(false)
 }
 
 /// The slow path of the countdown: redraws it and decides whether the allocation of `size` bytes
 /// that exhausted it is a sample. Returns the period the sample was drawn with.
 ///
+/// `ensure_init` runs (inside the re-entrancy guard) at a thread's first visit and after every
+/// settings change, before the countdown is drawn: the profiler passes its initialisation, which
+/// may apply `JEPROF_SHIM` and so change the settings the draw reads.
+///
 /// Allocations made by the profiler itself (inside a [`Guard`]) never get here: the guard parks
 /// the countdown and restores it afterwards.
 #[cold]
 #[inline(never)]
-pub(crate) fn on_countdown_expired(size: usize) -> Option<u64> {
-    THREAD.try_with(|t| expired(t, size)).ok().flatten()
+pub(crate) fn on_countdown_expired(size: usize, ensure_init: impl FnOnce()) -> Option<u64> {
+    thread::with_thread(|t| expired(t, size, ensure_init)).flatten()
 }
 
-fn expired(t: &ThreadState, size: usize) -> Option<u64> {
-    if t.in_profiler.get() {
+fn expired(t: &ThreadState, size: usize, ensure_init: impl FnOnce()) -> Option<u64> {
+    if thread::in_profiler(t) {
         // Only after 2^62 bytes inside one guard; never a sample.
         t.countdown.set(GUARDED_COUNTDOWN);
         return None;
     }
-    let generation = config::generation();
-    if t.seen_generation.get() != generation {
+    if t.seen_epoch.get() != thread::epoch() {
         // First visit of this thread, or the settings changed: make sure the environment was
         // read, restart the process from a fresh countdown, then charge this allocation to it.
         {
             let _guard = Guard::enter();
-            crate::profiler::ensure_init();
+            ensure_init();
         }
         // Read again: applying the environment may have changed the settings.
-        t.seen_generation.set(config::generation());
+        t.seen_epoch.set(thread::epoch());
         reseed(t);
         redraw(t);
         if !countdown_expired(size) {
@@ -131,7 +70,7 @@ fn expired(t: &ThreadState, size: usize) -> Option<u64> {
 
 /// Draws a fresh countdown for the current settings.
 fn redraw(t: &ThreadState) {
-    let period = config::effective_sample_rate();
+    let period = settings::effective_sample_rate();
     let (bytes, drawn_with) = if period == 0 {
         (OFF_RECHECK_BYTES, 0)
     } else {
@@ -152,9 +91,9 @@ const MAX_PERIOD: u64 = 1 << 56;
 /// probability `1 − e^(−Z/R)`.
 pub(crate) fn draw_countdown(random: u64, period: u64) -> u64 {
     let x = neg_ln_unit((random >> 11) + 1) * (period.min(MAX_PERIOD) as i64 as f64);
-    // SAFETY: x is finite and 0 ≤ x ≤ 37·2^56 < 2^62 (−ln U ≤ 53·ln 2 < 37), so it is in range
-    // for i64 (a tiny negative rounding of 0 truncates to 0).
-    unsafe { x.to_int_unchecked::<i64>() }.max(0) as u64
+    // x is finite and 0 ≤ x ≤ 37·2^56 < 2^62 (−ln U ≤ 53·ln 2 < 37), so the cast truncates exactly
+    // (a tiny negative rounding of 0 saturates to 0).
+    x as u64
 }
 
 /// The constants of [`neg_ln_unit`], together in one cache line. Written as float literals in the
@@ -222,16 +161,17 @@ fn next_random(t: &ThreadState) -> u64 {
 /// Seeds this thread's generator: from the configured seed and the thread's uid when a seed is
 /// set (deterministic per thread creation order), else from address and clock entropy.
 fn reseed(t: &ThreadState) {
-    let uid = uid_of(t);
-    // Ordering: SEEDED and SEED are plain settings; a racing `reseed` may be seen half-way, which
-    // only means this thread picks up the new seed at its next generation change.
-    let state = if SEEDED.load(Ordering::Relaxed) {
-        let mut s = SEED.load(Ordering::Relaxed) ^ uid.wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        splitmix64(&mut s)
-    } else {
-        let local = 0u8;
-        let mut s = (std::ptr::addr_of!(local) as u64) ^ uid.rotate_left(32) ^ clock_nanos();
-        splitmix64(&mut s) ^ splitmix64(&mut s)
+    let uid = thread::uid_of(t);
+    let state = match settings::seed() {
+        Some(seed) => {
+            let mut s = seed ^ uid.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            splitmix64(&mut s)
+        }
+        None => {
+            let local = 0u8;
+            let mut s = (std::ptr::addr_of!(local) as u64) ^ uid.rotate_left(32) ^ clock_nanos();
+            splitmix64(&mut s) ^ splitmix64(&mut s)
+        }
     };
     t.rng.set(state);
 }
@@ -244,93 +184,6 @@ fn clock_nanos() -> u64 {
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64).wrapping_mul(1_000_000_000) ^ ts.tv_nsec as u64
-}
-
-fn uid_of(t: &ThreadState) -> u64 {
-    let uid = t.uid.get();
-    if uid != u64::MAX {
-        return uid;
-    }
-    // Ordering: a unique-ticket counter; nothing else is published through it.
-    let uid = NEXT_THREAD_UID.fetch_add(1, Ordering::Relaxed);
-    t.uid.set(uid);
-    uid
-}
-
-/// This thread's uid, assigned on first use in the order threads ask.
-pub(crate) fn thread_uid() -> u64 {
-    THREAD.try_with(uid_of).unwrap_or(u64::MAX - 1)
-}
-
-/// Makes every thread redraw its countdown at its next slow path, and the calling thread at its
-/// next allocation.
-pub(crate) fn settings_changed() {
-    config::bump_generation();
-    // Inside a guard, the guard's end sees the new generation and does this.
-    let _ = THREAD.try_with(|t| {
-        if !t.in_profiler.get() {
-            t.countdown.set(0);
-        }
-    });
-}
-
-/// Sets (or clears) the seed and restarts every thread's countdown from it.
-pub(crate) fn set_seed(seed: Option<u64>) {
-    // Ordering: settings read on their own (see `reseed`).
-    SEED.store(seed.unwrap_or(0), Ordering::Relaxed);
-    SEEDED.store(seed.is_some(), Ordering::Relaxed);
-    settings_changed();
-}
-
-/// Countdown while inside a [`Guard`]: the profiler's own allocations never reach the slow path.
-const GUARDED_COUNTDOWN: u64 = 1 << 62;
-
-/// The re-entrancy guard: while one is alive on a thread, that thread's allocations are never
-/// sampled (they go straight to the inner allocator) and do not consume its countdown, so the
-/// profiler's own allocations (whose sizes depend on addresses and timing) leave seeded sampling
-/// deterministic. Restores the previous state on drop, so guards nest.
-pub(crate) struct Guard {
-    was_inside: bool,
-    /// The countdown parked by the outermost guard.
-    saved_countdown: u64,
-}
-
-impl Guard {
-    /// Marks this thread as inside the profiler.
-    pub(crate) fn enter() -> Guard {
-        THREAD
-            .try_with(|t| {
-                let was_inside = t.in_profiler.replace(true);
-                let saved_countdown = if was_inside {
-                    0
-                } else {
-                    t.countdown.replace(GUARDED_COUNTDOWN)
-                };
-                Guard {
-                    was_inside,
-                    saved_countdown,
-                }
-            })
-            .unwrap_or(Guard {
-                was_inside: true,
-                saved_countdown: 0,
-            })
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = THREAD.try_with(|t| {
-            if !self.was_inside {
-                // Settings changed meanwhile (maybe by this very thread): restart the countdown
-                // at the next allocation, as `settings_changed` does outside a guard.
-                let changed = t.seen_generation.get() != config::generation();
-                t.countdown
-                    .set(if changed { 0 } else { self.saved_countdown });
-            }
-            t.in_profiler.set(self.was_inside);
-        });
-    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The sampled arena: a jemalloc arena whose extents all come from one reserved address range, so
-//! that "was this pointer sampled?" is one range compare (`design-notes.md` §6).
+//! that "was this pointer sampled?" is one range compare (`docs/design.md` §7).
 //!
 //! At the first sample we reserve `arena_size` bytes of address space (`PROT_NONE`,
 //! `MAP_NORESERVE`: no memory, no commit charge) and create an arena with `arenas.create` and our
@@ -19,12 +19,14 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_uint, c_void};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use tikv_jemalloc_sys as jem;
 
-use crate::exit_key::ExitKey;
+use crate::base::sync::{ExitKey, Word};
+use crate::base::thread;
 
 /// Offset of the first byte of the range not yet handed to jemalloc.
 static BUMP: AtomicUsize = AtomicUsize::new(0);
@@ -83,7 +85,7 @@ static HOOKS: Hooks = Hooks(UnsafeCell::new(jem::extent_hooks_t {
     merge: Some(extent_merge),
 }));
 
-/// The sampled range's two words as one [`crate::Profiled`] value saw them when it first handed
+/// The sampled range's two words as one `Profiled` value saw them when it first handed
 /// out a sampled object. `Profiled::dealloc` reads these instead of the global words: the
 /// allocator is a static of the program's own crate, so its fields are read with one RIP-relative
 /// load each, where a static of this crate costs a load of its address from the GOT first (rustc
@@ -94,13 +96,17 @@ static HOOKS: Hooks = Hooks(UnsafeCell::new(jem::extent_hooks_t {
 /// program reads them, and a neighbour that the linker happened to place beside the allocator
 /// static (a counter some thread bumps on every request, say) would otherwise make each of those
 /// reads a coherence miss.
+///
+/// Generic over its words only so that a loom model runs the same code with loom's atomics
+/// (`base::sync`); the product's words are `std`'s.
 #[derive(Debug)]
 #[repr(C, align(64))]
-pub(crate) struct RangeCopy {
-    /// Length of the range, 0 until copied.
-    len: AtomicUsize,
+pub(crate) struct RangeCopy<W = AtomicUsize> {
+    /// Length of the range, 0 until copied. Stored with Release after `base`; the filling check
+    /// loads it with Acquire.
+    len: W,
     /// Start of the range, [`NO_BASE`] until copied.
-    base: AtomicUsize,
+    base: W,
 }
 
 impl RangeCopy {
@@ -110,6 +116,28 @@ impl RangeCopy {
             len: AtomicUsize::new(0),
             base: AtomicUsize::new(NO_BASE),
         }
+    }
+
+    /// Copies the global words if not done yet. Called after every successful sample and before
+    /// its pointer is returned, so by a thread that has seen the range reserved (it just
+    /// allocated from it).
+    #[inline]
+    pub(crate) fn fill(&self) {
+        self.fill_with(|| {
+            // Ordering: see `reserved`; the caller allocated from the range, so both are set.
+            let len = HOT.range_len.load(Ordering::Acquire);
+            let base = HOT.range_base.load(Ordering::Relaxed);
+            debug_assert!(len != 0 && base != NO_BASE);
+            (len, base)
+        });
+    }
+}
+
+impl<W: Word<usize>> RangeCopy<W> {
+    /// A copy over the model's own words, which must hold 0 and [`NO_BASE`].
+    #[cfg(loom)]
+    fn from_words(len: W, base: W) -> RangeCopy<W> {
+        RangeCopy { len, base }
     }
 
     /// True when `ptr` lies in the sampled arena's range (for a pointer this value allocated).
@@ -131,11 +159,9 @@ impl RangeCopy {
         in_range(ptr as usize, base, len)
     }
 
-    /// Copies the global words if not done yet. Called after every successful sample and before
-    /// its pointer is returned, so by a thread that has seen the range reserved (it just
-    /// allocated from it).
-    #[inline]
-    pub(crate) fn fill(&self) {
+    /// Copies `range()`'s `(len, base)` if not done yet ([`RangeCopy::fill`]).
+    #[inline(always)]
+    fn fill_with(&self, range: impl FnOnce() -> (usize, usize)) {
         // Ordering: Acquire pairs with the Release store of the length below, made by whichever
         // thread filled the copy: a thread that finds it filled by another and returns its own
         // sampled pointer has seen that thread's base too, and so does anyone it hands the pointer
@@ -143,10 +169,7 @@ impl RangeCopy {
         if self.len.load(Ordering::Acquire) != 0 {
             return;
         }
-        // Ordering: see `reserved`; the caller allocated from the range, so both are set.
-        let len = HOT.range_len.load(Ordering::Acquire);
-        let base = HOT.range_base.load(Ordering::Relaxed);
-        debug_assert!(len != 0 && base != NO_BASE);
+        let (len, base) = range();
         // Ordering: the base first, then the length with Release (see above); `contains` says why
         // any mix a racing reader without a happens-before edge sees is still safe.
         self.base.store(base, Ordering::Relaxed);
@@ -184,13 +207,14 @@ pub(crate) enum Unavailable {
 }
 
 /// The `mallocx` flags for a sampled object of alignment `align` and size `size`, creating the
-/// arena on first use.
-pub(crate) fn flags(size: usize, align: usize) -> Result<i32, Unavailable> {
+/// arena on first use over a reserved range of `arena_size` bytes (rounded up to a power of two,
+/// at least 4 MiB; ignored once the arena exists).
+pub(crate) fn flags(size: usize, align: usize, arena_size: usize) -> Result<i32, Unavailable> {
     // Ordering: Acquire pairs with the Release store of READY in `create`, making ARENA_INDEX and
     // the range visible.
     let mut state = HOT.state.load(Ordering::Acquire);
     if state == UNINIT {
-        state = create();
+        state = create(arena_size);
     }
     if state != READY {
         return Err(Unavailable::NoArena);
@@ -211,19 +235,19 @@ pub(crate) fn free_flags(size: usize, align: usize) -> i32 {
     tcache_flag() | align_flags(size, align)
 }
 
-// A thread's explicit tcache for sampled objects is kept in its `sampler::ThreadState`
-// (`sampled_tcache`, the line the sampled path has in cache anyway): [`TCACHE_UNSET`] until the
+// A thread's explicit tcache for sampled objects is kept in its thread state (`sampled_tcache`,
+// the line the sampled path has in cache anyway): [`TCACHE_UNSET`] (the state's initial value) until the
 // thread's first sampled allocation or free, [`TCACHE_OFF`] when it could not get one or its exit
 // hook has destroyed it, else the tcache index + 1. `const`, no destructor: usable at any point of
 // the thread's life.
 
-/// No sampled tcache asked for yet.
-pub(crate) const TCACHE_UNSET: u32 = 0;
+/// No sampled tcache asked for yet: the thread state's initial value.
+const TCACHE_UNSET: u32 = 0;
 const TCACHE_OFF: u32 = u32::MAX;
 
 /// Sets this thread's sampled tcache word; false when the thread-local is unavailable.
 fn set_sampled_tcache(value: u32) -> bool {
-    crate::sampler::with_thread(|t| t.sampled_tcache.set(value)).is_some()
+    thread::with_thread(|t| t.sampled_tcache.set(value)).is_some()
 }
 
 /// The key whose destructor destroys a thread's sampled tcache (created under `INIT_LOCK`, before
@@ -234,7 +258,7 @@ static TCACHE_KEY: ExitKey = ExitKey::new();
 /// `MALLOCX_TCACHE_NONE` when the thread has none.
 #[inline]
 fn tcache_flag() -> i32 {
-    match crate::sampler::with_thread(|t| t.sampled_tcache.get()) {
+    match thread::with_thread(|t| t.sampled_tcache.get()) {
         Some(TCACHE_UNSET) => create_tcache(),
         Some(TCACHE_OFF) | None => jem::MALLOCX_TCACHE_NONE,
         Some(plus_one) => jem::MALLOCX_TCACHE((plus_one - 1) as usize),
@@ -265,8 +289,10 @@ fn create_tcache() -> i32 {
     if rc != 0 || index >= TCACHE_OFF - 1 {
         return jem::MALLOCX_TCACHE_NONE;
     }
-    // The key's value is index + 1 (never null), so its destructor runs at thread exit.
-    if !TCACHE_KEY.arm(index as usize + 1) {
+    // The key's value is index + 1 (never null), so its destructor runs at thread exit; it is a
+    // number, not an address, hence no provenance.
+    let value = NonNull::new(std::ptr::without_provenance_mut(index as usize + 1));
+    if !value.is_some_and(|value| TCACHE_KEY.arm(value)) {
         destroy_tcache(index);
         return jem::MALLOCX_TCACHE_NONE;
     }
@@ -314,14 +340,14 @@ pub(crate) fn align_flags(size: usize, align: usize) -> i32 {
 }
 
 #[cold]
-fn create() -> u8 {
+fn create(arena_size: usize) -> u8 {
     let _held = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     // Ordering: under INIT_LOCK; Acquire as in `flags`.
     let state = HOT.state.load(Ordering::Acquire);
     if state != UNINIT {
         return state;
     }
-    let state = match reserve_range(crate::config::arena_size()).and_then(|()| create_arena()) {
+    let state = match reserve_range(arena_size).and_then(|()| create_arena()) {
         Some(index) => {
             // Ordering: published by the Release store of STATE below.
             HOT.arena_index.store(index as usize, Ordering::Relaxed);
@@ -423,6 +449,11 @@ fn pin_small_slabs(arena: c_uint) {
     }
 }
 
+/// The alloc hook: hands out the next aligned piece of the reserved range, made read-write.
+///
+/// # Safety
+/// Called by jemalloc only, as an `extent_hooks_t::alloc` of the sampled arena: `zero` and
+/// `commit` point to writable flags, and the range is reserved (it is, before the arena exists).
 unsafe extern "C" fn extent_alloc(
     _hooks: *mut jem::extent_hooks_t,
     new_addr: *mut c_void,
@@ -478,6 +509,9 @@ unsafe extern "C" fn extent_alloc(
 }
 
 /// Opt out of deallocation: the extent stays mapped and jemalloc retains it for reuse.
+///
+/// # Safety
+/// None needed beyond the hook's signature: it reads none of its arguments.
 unsafe extern "C" fn extent_dalloc(
     _hooks: *mut jem::extent_hooks_t,
     _addr: *mut c_void,
@@ -500,6 +534,11 @@ unsafe fn purge(addr: *mut c_void, offset: usize, length: usize, advice: libc::c
     unsafe { libc::madvise(addr.cast::<u8>().add(offset).cast(), length, advice) != 0 }
 }
 
+/// The lazy purge hook: `MADV_FREE`.
+///
+/// # Safety
+/// Called by jemalloc only, for `[addr + offset, addr + offset + length)` within an extent that
+/// [`extent_alloc`] handed out and whose contents jemalloc no longer needs.
 unsafe extern "C" fn extent_purge_lazy(
     _hooks: *mut jem::extent_hooks_t,
     addr: *mut c_void,
@@ -513,6 +552,10 @@ unsafe extern "C" fn extent_purge_lazy(
     unsafe { purge(addr, offset, length, libc::MADV_FREE) }
 }
 
+/// The forced purge hook: `MADV_DONTNEED`.
+///
+/// # Safety
+/// As for [`extent_purge_lazy`].
 unsafe extern "C" fn extent_purge_forced(
     _hooks: *mut jem::extent_hooks_t,
     addr: *mut c_void,
@@ -527,6 +570,9 @@ unsafe extern "C" fn extent_purge_forced(
 }
 
 /// Splitting is always fine: the whole range is one mapping.
+///
+/// # Safety
+/// None needed beyond the hook's signature: it reads none of its arguments.
 unsafe extern "C" fn extent_split(
     _hooks: *mut jem::extent_hooks_t,
     _addr: *mut c_void,
@@ -540,6 +586,9 @@ unsafe extern "C" fn extent_split(
 }
 
 /// Merging is always fine: adjacent extents of this arena lie in the same mapping.
+///
+/// # Safety
+/// None needed beyond the hook's signature: it reads none of its arguments.
 unsafe extern "C" fn extent_merge(
     _hooks: *mut jem::extent_hooks_t,
     _addr_a: *mut c_void,
@@ -570,7 +619,7 @@ mod tests {
             assert!(!copy.contains(addr as *const u8), "{addr:#x}");
         }
         // Creates the arena (reserving the range) if no other test did.
-        assert!(flags(64, 8).is_ok());
+        assert!(flags(64, 8, crate::base::settings::arena_size()).is_ok());
         let (_, len) = usage();
         // Ordering: the range was published before `flags` returned READY.
         let base = HOT.range_base.load(Ordering::Relaxed);
@@ -582,6 +631,14 @@ mod tests {
         for addr in outside.into_iter().chain([base - 1, base + len]) {
             assert!(!copy.contains(addr as *const u8), "{addr:#x}");
         }
+    }
+
+    #[test]
+    fn a_new_threads_sampled_tcache_word_reads_unset() {
+        let word = std::thread::spawn(|| thread::with_thread(|t| t.sampled_tcache.get()))
+            .join()
+            .unwrap();
+        assert_eq!(word, Some(TCACHE_UNSET));
     }
 
     #[test]
@@ -601,5 +658,40 @@ mod tests {
             }
             assert!(!in_range(addr, base, 0), "{addr:#x}");
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::{RangeCopy, NO_BASE};
+    use crate::base::sync::loom_types::{model, thread, Arc, AtomicUsize};
+
+    /// Two threads each return a sampled pointer and fill the range copy first: whichever finds
+    /// the copy already filled by the other must see the other's base, so that its `dealloc`
+    /// (here: `contains` on its own pointer) recognises the pointer. With the length stored or
+    /// checked Relaxed, a thread could see the length and the old base, and send a sampled
+    /// pointer to the inner allocator.
+    #[test]
+    fn loom_a_thread_that_finds_the_range_copy_filled_sees_its_base() {
+        const LEN: usize = 4 << 20;
+        const BASE: usize = 0x7f00_0000_0000;
+        model(|| {
+            let copy = Arc::new(RangeCopy::from_words(
+                AtomicUsize::new(0),
+                AtomicUsize::new(NO_BASE),
+            ));
+            let other = {
+                let copy = copy.clone();
+                thread::spawn(move || {
+                    copy.fill_with(|| (LEN, BASE));
+                    assert!(copy.contains((BASE + 16) as *const u8));
+                })
+            };
+            copy.fill_with(|| (LEN, BASE));
+            assert!(copy.contains((BASE + LEN - 16) as *const u8));
+            // Never a pointer outside the range, whatever mix of words a thread reads.
+            assert!(!copy.contains((BASE + LEN) as *const u8));
+            other.join().unwrap();
+        });
     }
 }

@@ -1,0 +1,12 @@
+//! The bottom layer: state and primitives that import nothing of the crate.
+//!
+//! - [`thread`]: everything kept per thread (one cache line), and the re-entrancy guard;
+//! - [`settings`]: the settings' atomics and their getters and setters;
+//! - [`sync`]: the lock helper, cache-line padding, the thread-exit key, and the traits the loom
+//!   models instantiate;
+//! - [`hash`]: the tables' hasher.
+
+pub(crate) mod hash;
+pub(crate) mod settings;
+pub(crate) mod sync;
+pub(crate) mod thread;

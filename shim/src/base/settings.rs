@@ -1,0 +1,185 @@
+//! The settings: atomics, their getters and setters, nothing else (parsing `JEPROF_SHIM`, and
+//! telling threads that a setting changed, is the profiler's, a layer up).
+//!
+//! Every setting is an atomic read on its own (no setting's meaning depends on another's), so
+//! every load and store here is `Relaxed`: none of them publishes other memory.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Default mean sampling period R: 512 KiB, jemalloc's `lg_prof_sample:19`.
+pub const DEFAULT_SAMPLE_RATE: u64 = 1 << 19;
+/// Default size of the reserved range behind the sampled arena: 64 GiB of address space.
+pub const DEFAULT_ARENA_SIZE: usize = 64 << 30;
+/// Default cap on distinct stacks.
+pub const DEFAULT_MAX_STACKS: usize = 1 << 16;
+/// Default number of frames kept per stack.
+pub const DEFAULT_MAX_FRAMES: usize = 128;
+
+/// The `unwinder` setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum UnwinderChoice {
+    Auto = 0,
+    FramePointer = 1,
+    Backtrace = 2,
+}
+
+impl UnwinderChoice {
+    fn from_u8(v: u8) -> UnwinderChoice {
+        match v {
+            1 => UnwinderChoice::FramePointer,
+            2 => UnwinderChoice::Backtrace,
+            _ => UnwinderChoice::Auto,
+        }
+    }
+}
+
+/// Every setting, together in one cache line: the sampled path reads several of them per sample
+/// (rate, activity, frame budget, unwinder, stack cap), and one line that stays cached costs less
+/// than five scattered statics that each miss once per sample.
+#[repr(C, align(64))]
+struct Settings {
+    sample_rate: AtomicU64,
+    /// The seed (meaningful when `seeded`).
+    seed: AtomicU64,
+    max_frames: AtomicUsize,
+    arena_size: AtomicUsize,
+    max_stacks: AtomicUsize,
+    active: AtomicBool,
+    seeded: AtomicBool,
+    symbolize: AtomicBool,
+    unwinder: AtomicU8,
+    /// What `unwinder:auto` resolved to: 0 not probed yet, 1 frame pointers work, 2 they do not.
+    frame_pointer_probe: AtomicU8,
+}
+
+static SETTINGS: Settings = Settings {
+    sample_rate: AtomicU64::new(DEFAULT_SAMPLE_RATE),
+    seed: AtomicU64::new(0),
+    max_frames: AtomicUsize::new(DEFAULT_MAX_FRAMES),
+    arena_size: AtomicUsize::new(DEFAULT_ARENA_SIZE),
+    max_stacks: AtomicUsize::new(DEFAULT_MAX_STACKS),
+    active: AtomicBool::new(true),
+    seeded: AtomicBool::new(false),
+    symbolize: AtomicBool::new(true),
+    unwinder: AtomicU8::new(UnwinderChoice::Auto as u8),
+    frame_pointer_probe: AtomicU8::new(0),
+};
+
+/// Where to dump at exit, if anywhere.
+pub(crate) static DUMP_ON_EXIT: Mutex<Option<String>> = Mutex::new(None);
+
+// Ordering, for every load and store below: a setting read on its own; it publishes no other
+// memory.
+
+/// The mean sampling period in effect, 0 when sampling is off or inactive.
+pub(crate) fn effective_sample_rate() -> u64 {
+    // Ordering: see above.
+    if SETTINGS.active.load(Ordering::Relaxed) {
+        // Ordering: see above.
+        SETTINGS.sample_rate.load(Ordering::Relaxed)
+    } else {
+        0
+    }
+}
+
+/// The configured period R (even while inactive).
+pub(crate) fn sample_rate() -> u64 {
+    // Ordering: see above.
+    SETTINGS.sample_rate.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_sample_rate(bytes: u64) {
+    // Ordering: see above.
+    SETTINGS.sample_rate.store(bytes, Ordering::Relaxed);
+}
+
+pub(crate) fn active() -> bool {
+    // Ordering: see above.
+    SETTINGS.active.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_active(on: bool) {
+    // Ordering: see above.
+    SETTINGS.active.store(on, Ordering::Relaxed);
+}
+
+/// The seed, if one was set. A racing [`set_seed`] may be seen half-way, which only means a
+/// thread picks up the new seed at its next settings epoch.
+pub(crate) fn seed() -> Option<u64> {
+    // Ordering: see above.
+    let seeded = SETTINGS.seeded.load(Ordering::Relaxed);
+    // Ordering: see above.
+    seeded.then(|| SETTINGS.seed.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_seed(seed: Option<u64>) {
+    // Ordering: see above and `seed`.
+    SETTINGS.seed.store(seed.unwrap_or(0), Ordering::Relaxed);
+    // Ordering: see above.
+    SETTINGS.seeded.store(seed.is_some(), Ordering::Relaxed);
+}
+
+pub(crate) fn max_frames() -> usize {
+    // Ordering: see above.
+    SETTINGS.max_frames.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_max_frames(frames: usize) {
+    // Ordering: see above.
+    SETTINGS.max_frames.store(frames, Ordering::Relaxed);
+}
+
+pub(crate) fn symbolize() -> bool {
+    // Ordering: see above.
+    SETTINGS.symbolize.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_symbolize(on: bool) {
+    // Ordering: see above.
+    SETTINGS.symbolize.store(on, Ordering::Relaxed);
+}
+
+pub(crate) fn unwinder_choice() -> UnwinderChoice {
+    // Ordering: see above.
+    UnwinderChoice::from_u8(SETTINGS.unwinder.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_unwinder_choice(choice: UnwinderChoice) {
+    // Ordering: see above.
+    SETTINGS.unwinder.store(choice as u8, Ordering::Relaxed);
+}
+
+/// What the frame-pointer probe found: 0 not run yet, 1 frame pointers work, 2 they do not.
+pub(crate) fn frame_pointer_probe() -> u8 {
+    // Ordering: a cached, idempotent probe result, read on its own.
+    SETTINGS.frame_pointer_probe.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_frame_pointer_probe(result: u8) {
+    // Ordering: racing probes store the same value; it publishes no other memory.
+    SETTINGS
+        .frame_pointer_probe
+        .store(result, Ordering::Relaxed);
+}
+
+pub(crate) fn arena_size() -> usize {
+    // Ordering: see above.
+    SETTINGS.arena_size.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_arena_size(bytes: usize) {
+    // Ordering: see above.
+    SETTINGS.arena_size.store(bytes, Ordering::Relaxed);
+}
+
+pub(crate) fn max_stacks() -> usize {
+    // Ordering: see above.
+    SETTINGS.max_stacks.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_max_stacks(stacks: usize) {
+    // Ordering: see above.
+    SETTINGS.max_stacks.store(stacks, Ordering::Relaxed);
+}

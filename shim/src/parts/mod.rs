@@ -1,0 +1,18 @@
+//! The middle layer: the profiler's parts, each importing only the bottom layer ([`crate::base`]),
+//! never each other; the profiler, a layer up, composes them.
+//!
+//! - [`sampler`]: the per-thread byte countdown and its draw (the fast path);
+//! - [`capture`]: stack capture (frame pointers, libgcc);
+//! - [`sampled_arena`]: the jemalloc arena sampled objects live in, and the range `dealloc` checks;
+//! - [`stacks`]: the interned stacks;
+//! - [`live_samples`]: the sampled objects still live, by address;
+//! - [`thread_totals`]: each thread's totals per stack, and their handover at thread exit;
+//! - [`symbolize`]: in-process symbolization at dump time.
+
+pub(crate) mod capture;
+pub(crate) mod live_samples;
+pub(crate) mod sampled_arena;
+pub(crate) mod sampler;
+pub(crate) mod stacks;
+pub(crate) mod symbolize;
+pub(crate) mod thread_totals;

@@ -1,0 +1,179 @@
+//! Run-time control: the `JEPROF_SHIM` variable and [`crate::configure`] (jemalloc's
+//! `MALLOC_CONF` syntax: comma-separated `key:value` pairs), and the setters that also restart
+//! the threads' countdowns.
+
+use std::fmt;
+
+use crate::base::settings::{self, UnwinderChoice};
+use crate::base::sync::lock;
+use crate::base::thread;
+use crate::parts::capture::MAX_FRAMES_LIMIT;
+use crate::parts::sampled_arena;
+
+/// Sets the mean sampling period R in bytes (0: off); every thread restarts its countdown.
+pub(crate) fn set_sample_rate(bytes: u64) {
+    settings::set_sample_rate(bytes);
+    thread::restart_countdowns();
+}
+
+/// Turns sampling on or off without changing R; every thread restarts its countdown.
+pub(crate) fn set_active(active: bool) {
+    settings::set_active(active);
+    thread::restart_countdowns();
+}
+
+/// Sets (or clears) the seed and restarts every thread's countdown from it.
+pub(crate) fn reseed(seed: Option<u64>) {
+    settings::set_seed(seed);
+    thread::restart_countdowns();
+}
+
+/// Why a configuration string was (partly) rejected. Every valid pair of the string was applied;
+/// each rejected pair is listed with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfigError {
+    /// One message per rejected `key:value` pair.
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "jeprof-shim: invalid configuration: {}",
+            self.problems.join("; ")
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Applies a `key:value,key:value` string (the `JEPROF_SHIM` syntax). Keys:
+/// `sample_rate` (bytes, 0 = off), `active` (true/false), `seed` (u64), `max_frames` (1–256),
+/// `symbolize` (true/false), `dump_on_exit` (a path; empty = none), `unwinder` (fp, backtrace,
+/// auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample), `max_stacks` (count ≥ 1).
+pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
+    let mut problems = Vec::new();
+    let mut rates_changed = false;
+    for pair in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((key, value)) = pair.split_once(':') else {
+            problems.push(format!("`{pair}`: expected key:value"));
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let result = match key {
+            "sample_rate" => parse_u64(value).map(|v| {
+                settings::set_sample_rate(v);
+                rates_changed = true;
+            }),
+            "active" => parse_bool(value).map(|v| {
+                settings::set_active(v);
+                rates_changed = true;
+            }),
+            "seed" => parse_u64(value).map(|v| reseed(Some(v))),
+            "max_frames" => parse_u64(value).and_then(|v| {
+                if (1..=MAX_FRAMES_LIMIT as u64).contains(&v) {
+                    settings::set_max_frames(v as usize);
+                    Ok(())
+                } else {
+                    Err(format!("must be between 1 and {MAX_FRAMES_LIMIT}"))
+                }
+            }),
+            "symbolize" => parse_bool(value).map(settings::set_symbolize),
+            "dump_on_exit" => {
+                *lock(&settings::DUMP_ON_EXIT) = (!value.is_empty()).then(|| value.to_string());
+                Ok(())
+            }
+            "unwinder" => match value {
+                "fp" => Ok(UnwinderChoice::FramePointer),
+                "backtrace" => Ok(UnwinderChoice::Backtrace),
+                "auto" => Ok(UnwinderChoice::Auto),
+                _ => Err("expected fp, backtrace or auto".to_string()),
+            }
+            .map(settings::set_unwinder_choice),
+            "arena_size" => parse_u64(value).and_then(|v| {
+                if sampled_arena::reserved() {
+                    Err("the sampled arena already exists; set it before the first sample".into())
+                } else if v < (4 << 20) {
+                    Err("must be at least 4194304 (jemalloc needs room for arena metadata)".into())
+                } else {
+                    settings::set_arena_size(v as usize);
+                    Ok(())
+                }
+            }),
+            "max_stacks" => parse_u64(value).and_then(|v| {
+                if v >= 1 {
+                    settings::set_max_stacks(v as usize);
+                    Ok(())
+                } else {
+                    Err("must be at least 1".into())
+                }
+            }),
+            _ => Err(
+                "unknown key (known: sample_rate, active, seed, max_frames, symbolize, \
+                 dump_on_exit, unwinder, arena_size, max_stacks)"
+                    .to_string(),
+            ),
+        };
+        if let Err(why) = result {
+            problems.push(format!("`{pair}`: {why}"));
+        }
+    }
+    if rates_changed {
+        thread::restart_countdowns();
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError { problems })
+    }
+}
+
+fn parse_u64(value: &str) -> Result<u64, String> {
+    value
+        .parse::<u64>()
+        .map_err(|_| format!("`{value}` is not a non-negative integer"))
+}
+
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("`{value}` is not true or false")),
+    }
+}
+
+/// Reads `JEPROF_SHIM` (once, at first use) and applies it; bad pairs are reported on stderr and
+/// left at their defaults.
+pub(crate) fn apply_environment() {
+    // SAFETY: the name is a NUL-terminated C string; getenv returns NULL or a pointer into the
+    // environment that stays valid while nothing calls setenv (we copy it out immediately).
+    let raw = unsafe { libc::getenv(c"JEPROF_SHIM".as_ptr()) };
+    if raw.is_null() {
+        return;
+    }
+    // SAFETY: non-null getenv results are NUL-terminated strings.
+    let value = unsafe { std::ffi::CStr::from_ptr(raw) }
+        .to_string_lossy()
+        .into_owned();
+    if let Err(e) = apply(&value) {
+        eprintln!("{e} (in JEPROF_SHIM; those keys keep their defaults)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_keys_are_reported_and_good_ones_applied() {
+        let err = apply("symbolize:false,bogus:1,max_frames:999").unwrap_err();
+        assert_eq!(err.problems.len(), 2, "{err}");
+        assert!(err.problems[0].contains("bogus"));
+        assert!(err.problems[1].contains("max_frames"));
+        assert!(!settings::symbolize());
+        apply("symbolize:true").unwrap();
+        assert!(settings::symbolize());
+    }
+}

@@ -1,0 +1,125 @@
+//! The fork and exit hooks.
+
+use std::cell::UnsafeCell;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{MutexGuard, RwLockWriteGuard};
+
+use tikv_jemalloc_sys as jem;
+
+use super::report;
+use crate::base::settings;
+use crate::base::sync::lock;
+use crate::base::thread::Guard;
+use crate::parts::capture;
+use crate::parts::live_samples::{LiveShard, LIVE, SHARDS};
+use crate::parts::sampled_arena;
+use crate::parts::stacks::{StackTable, STACKS};
+use crate::parts::symbolize;
+use crate::parts::thread_totals::{Registry, TableRef, ThreadTotals, REGISTRY};
+
+/// pid of the process that registered the exit hook (a forked child does not dump at exit).
+static EXIT_HOOK_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Registers the fork handlers and the exit hook; once, from the profiler's initialisation.
+pub(super) fn install() {
+    // jemalloc registers its own fork handlers when it initialises; make sure that happened
+    // first, so ours (registered later) run *before* its prepare handler and after its
+    // parent/child handlers: our locks are always taken before jemalloc's.
+    // SAFETY: a plain one-byte allocation and, if it succeeded, its matching free.
+    unsafe {
+        let one = jem::mallocx(1, 0);
+        if !one.is_null() {
+            jem::dallocx(one, 0);
+        }
+    }
+    // SAFETY: the three handlers are `extern "C" fn()` that live for the whole program.
+    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    // Ordering: read only by the exit hook, in the same process, after this store.
+    EXIT_HOOK_PID.store(std::process::id(), Ordering::Relaxed);
+    // SAFETY: registers a function that lives for the whole program.
+    unsafe { libc::atexit(dump_at_exit) };
+}
+
+/// Every profiler lock, held from `fork_prepare` to `fork_parent`/`fork_child`.
+struct ForkHeld {
+    _symbolize: MutexGuard<'static, ()>,
+    _unwind: RwLockWriteGuard<'static, ()>,
+    _arena: MutexGuard<'static, ()>,
+    _dump_on_exit: MutexGuard<'static, Option<String>>,
+    _registry: MutexGuard<'static, Registry<TableRef>>,
+    _tables: Vec<MutexGuard<'static, ThreadTotals>>,
+    _stacks: MutexGuard<'static, Option<StackTable>>,
+    _live: [Option<MutexGuard<'static, LiveShard>>; SHARDS],
+}
+
+struct ForkSlot(UnsafeCell<Option<ForkHeld>>);
+
+// SAFETY: the slot is written by `fork_prepare` only after it holds every profiler lock, and
+// emptied by `fork_parent`/`fork_child` on the same thread before those locks are released (by
+// that very emptying). Two forking threads are serialised by the locks themselves, so the slot is
+// never accessed concurrently.
+unsafe impl Sync for ForkSlot {}
+
+static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
+
+extern "C" fn fork_prepare() {
+    // Lock order, the same everywhere: symbolize → unwind → arena → dump_on_exit → registry →
+    // thread tables → stacks → shards.
+    let symbolize = lock(&symbolize::SYMBOLIZE_LOCK);
+    let unwind = capture::UNWIND_LOCK
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
+    let arena = lock(&sampled_arena::INIT_LOCK);
+    let dump_on_exit = lock(&settings::DUMP_ON_EXIT);
+    let registry = lock(&REGISTRY);
+    let tables = {
+        // The list of guards is the one allocation here: keep it out of the profile.
+        let _guard = Guard::enter();
+        let mut tables = Vec::with_capacity(registry.all.len());
+        tables.extend(registry.all.iter().map(|table| lock(table)));
+        tables
+    };
+    let stacks = lock(&STACKS);
+    let mut live: [Option<MutexGuard<'static, LiveShard>>; SHARDS] = [const { None }; SHARDS];
+    for (slot, shard) in live.iter_mut().zip(LIVE.iter()) {
+        *slot = Some(lock(shard));
+    }
+    let held = ForkHeld {
+        _symbolize: symbolize,
+        _unwind: unwind,
+        _arena: arena,
+        _dump_on_exit: dump_on_exit,
+        _registry: registry,
+        _tables: tables,
+        _stacks: stacks,
+        _live: live,
+    };
+    // SAFETY: see `ForkSlot`: we hold every lock, so no other thread touches the slot.
+    unsafe { *FORK_HELD.0.get() = Some(held) };
+}
+
+extern "C" fn fork_parent() {
+    // SAFETY: see `ForkSlot`; dropping the guards releases the locks.
+    unsafe { drop((*FORK_HELD.0.get()).take()) };
+}
+
+extern "C" fn fork_child() {
+    // SAFETY: see `ForkSlot`. The child has only this thread, which holds every lock; releasing
+    // them leaves the child's profiler usable.
+    unsafe { drop((*FORK_HELD.0.get()).take()) };
+}
+
+extern "C" fn dump_at_exit() {
+    // Ordering: see `install`.
+    if EXIT_HOOK_PID.load(Ordering::Relaxed) != std::process::id() {
+        return;
+    }
+    let _guard = Guard::enter();
+    let path = lock(&settings::DUMP_ON_EXIT).clone();
+    if let Some(path) = path {
+        if let Err(e) = report::dump(Path::new(&path)) {
+            eprintln!("jeprof-shim: dump_on_exit to {path} failed: {e}");
+        }
+    }
+}

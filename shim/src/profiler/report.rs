@@ -1,0 +1,234 @@
+//! Snapshots, statistics and dumps.
+
+use std::io::Write;
+use std::path::Path;
+
+use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts};
+
+use super::sampled_path::{current_unwinder, dropped, Dropped};
+use crate::base::settings;
+use crate::base::sync::lock;
+use crate::base::thread::Guard;
+use crate::parts::capture::Unwinder;
+use crate::parts::live_samples::{self, LiveSample};
+use crate::parts::symbolize::{self, SymbolizerCost};
+use crate::parts::thread_totals::{TableRef, REGISTRY};
+use crate::parts::{sampled_arena, stacks};
+
+/// A snapshot of the profiler's own state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Sampled objects currently live.
+    pub live_samples: u64,
+    /// Distinct stacks recorded since start.
+    pub distinct_stacks: u64,
+    /// Bytes held by the profiler's tables (capacity).
+    pub metadata_bytes: u64,
+    /// Samples recorded since start.
+    pub samples_taken: u64,
+    /// Per-thread tables held: at most as many as threads ever sampled at once (an exited
+    /// thread's table, with its figures, is taken over by the next new thread).
+    pub thread_tables: u64,
+    /// Samples dropped since start, by reason.
+    pub dropped: Dropped,
+    /// The configured mean sampling period R in bytes (0 = off).
+    pub sample_rate: u64,
+    /// Whether sampling is active.
+    pub active: bool,
+    /// The unwinder in use.
+    pub unwinder: Unwinder,
+    /// Bytes of the sampled arena's range handed to jemalloc.
+    pub arena_bytes_used: u64,
+    /// Size of the sampled arena's reserved range (0 until the first sample).
+    pub arena_bytes_reserved: u64,
+    /// Cost of the last in-process symbolization, if one ran.
+    pub last_symbolization: Option<SymbolizerCost>,
+}
+
+/// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
+/// may or may not be reflected.
+pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>) {
+    let _guard = Guard::enter();
+    let period = settings::sample_rate();
+    let mut live: Vec<LiveSample> = Vec::new();
+    for shard in live_samples::LIVE.iter() {
+        let shard = lock(shard);
+        live.reserve(shard.len());
+        live.extend(shard.samples().copied());
+    }
+    let mut stacks: Vec<Stack> = {
+        let table = lock(&stacks::STACKS);
+        match table.as_ref() {
+            None => Vec::new(),
+            Some(table) => table
+                .records
+                .iter()
+                .map(|r| Stack {
+                    frames: frames_for_dump(r.frames),
+                    counts: Counts::default(),
+                    threads: Vec::new(),
+                })
+                .collect(),
+        }
+    };
+    // The thread tables, after the stack table's lock is released (lock order: tables first).
+    // A stack interned since the copy above is left out, as a sample allocated since would be.
+    for thread_table in thread_tables() {
+        let thread_table = lock(thread_table);
+        for (id, thread, accum) in thread_table.figures() {
+            let Some(stack) = stacks.get_mut(id as usize) else {
+                continue;
+            };
+            stack.counts.accum.add(&accum);
+            // A (stack, thread) pair appears twice when part of it is still pending.
+            match stack.threads.iter_mut().find(|t| t.thread == thread) {
+                Some(t) => t.counts.accum.add(&accum),
+                None => stack.threads.push(ThreadCounts {
+                    thread,
+                    counts: Counts {
+                        inuse: Default::default(),
+                        accum,
+                    },
+                }),
+            }
+        }
+    }
+    for sample in &live {
+        let Some(stack) = stacks.get_mut(sample.stack as usize) else {
+            continue;
+        };
+        let e = sample.estimate();
+        stack.counts.inuse.add(&e);
+        match stack.threads.iter_mut().find(|t| t.thread == sample.thread) {
+            Some(t) => t.counts.inuse.add(&e),
+            None => stack.threads.push(ThreadCounts {
+                thread: sample.thread,
+                counts: Counts {
+                    inuse: e,
+                    accum: Default::default(),
+                },
+            }),
+        }
+    }
+    stacks.retain(|s| !s.counts.is_zero());
+
+    let mut profile = Profile::new(period);
+    profile.stacks = stacks;
+    profile.threads = profile.thread_summaries();
+    profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
+    let stats = stats();
+    let unwinder = match current_unwinder() {
+        Unwinder::FramePointer => "fp",
+        Unwinder::Backtrace => "backtrace",
+    };
+    profile.annotations = vec![
+        ("shim_unwinder".into(), unwinder.into()),
+        ("shim_live_samples".into(), live.len().to_string()),
+        (
+            "shim_samples_dropped_arena_exhausted".into(),
+            stats.dropped.arena_exhausted.to_string(),
+        ),
+        (
+            "shim_samples_dropped_arena_unavailable".into(),
+            stats.dropped.arena_unavailable.to_string(),
+        ),
+        (
+            "shim_samples_dropped_stack_table_full".into(),
+            stats.dropped.stack_table_full.to_string(),
+        ),
+        (
+            "shim_metadata_bytes".into(),
+            stats.metadata_bytes.to_string(),
+        ),
+    ];
+    let mut cost = None;
+    if symbolize_now {
+        let keys = profile.symbol_keys();
+        let (symbols, c) = symbolize::symbol_table(&keys);
+        profile.symbols = Some(symbols);
+        profile.annotations.push((
+            "shim_symbolizer_peak_bytes".into(),
+            c.peak_bytes.to_string(),
+        ));
+        cost = Some(c);
+    }
+    (profile, cost)
+}
+
+/// Every thread table (a copy of the registry's list, so no lock is held while they are read).
+fn thread_tables() -> Vec<TableRef> {
+    lock(&REGISTRY).all.clone()
+}
+
+/// Frames as written to a dump: the innermost return address minus one (so it points into the
+/// call instruction, and jeprof, which takes the first frame as an exact PC, finds the calling
+/// line), every other frame as returned (jeprof subtracts one itself).
+fn frames_for_dump(frames: &[u64]) -> Vec<u64> {
+    let mut out = frames.to_vec();
+    if let Some(first) = out.first_mut() {
+        *first = first.saturating_sub(1);
+    }
+    out
+}
+
+/// Current statistics.
+pub(crate) fn stats() -> Stats {
+    let _guard = Guard::enter();
+    let mut live_samples = 0u64;
+    let mut metadata = 0usize;
+    for shard in live_samples::LIVE.iter() {
+        let shard = lock(shard);
+        live_samples += shard.len() as u64;
+        metadata += shard.heap_bytes();
+    }
+    metadata += std::mem::size_of_val(&live_samples::LIVE);
+    let mut samples_taken = 0u64;
+    let tables = thread_tables();
+    let thread_tables = tables.len() as u64;
+    for thread_table in tables {
+        let thread_table = lock(thread_table);
+        samples_taken += thread_table.samples_taken;
+        metadata += thread_table.metadata_bytes();
+    }
+    let distinct_stacks = {
+        let table = lock(&stacks::STACKS);
+        match table.as_ref() {
+            Some(t) => {
+                metadata += t.metadata_bytes();
+                t.records.len() as u64
+            }
+            None => 0,
+        }
+    };
+    let (arena_used, arena_reserved) = sampled_arena::usage();
+    Stats {
+        live_samples,
+        distinct_stacks,
+        metadata_bytes: metadata as u64,
+        samples_taken,
+        thread_tables,
+        dropped: dropped(),
+        sample_rate: settings::sample_rate(),
+        active: settings::active(),
+        unwinder: current_unwinder(),
+        arena_bytes_used: arena_used as u64,
+        arena_bytes_reserved: arena_reserved as u64,
+        last_symbolization: symbolize::last_cost(),
+    }
+}
+
+/// Writes the current profile in heap_v2 format to `out`.
+pub(crate) fn dump_to(out: &mut dyn Write) -> Result<(), jeprof_dumpfmt::Error> {
+    let _guard = Guard::enter();
+    let profile = snapshot(settings::symbolize()).0;
+    jeprof_dumpfmt::write::write(&profile, out, &jeprof_dumpfmt::WriteOptions::default())
+}
+
+/// Writes the current profile to `path` atomically (a temporary file beside it, mode 0600, then
+/// renamed over `path`).
+pub(crate) fn dump(path: &Path) -> Result<(), jeprof_dumpfmt::Error> {
+    let _guard = Guard::enter();
+    let profile = snapshot(settings::symbolize()).0;
+    jeprof_dumpfmt::write::write_file(&profile, path, &jeprof_dumpfmt::WriteOptions::default())
+}

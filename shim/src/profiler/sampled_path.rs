@@ -1,0 +1,159 @@
+//! The sampled path (capture, allocate from the sampled arena, record), frees of sampled objects,
+//! and the count of samples dropped on the way.
+
+use std::alloc::Layout;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tikv_jemalloc_sys as jem;
+
+use crate::base::settings::{self, UnwinderChoice};
+use crate::base::sync::lock;
+use crate::base::thread::{self, Guard};
+use crate::parts::capture::{self, Unwinder, MAX_FRAMES_LIMIT};
+use crate::parts::live_samples::{self, LiveSample};
+use crate::parts::thread_totals::{self, ChargeError};
+use crate::parts::{sampled_arena, stacks};
+
+/// How many samples were dropped, by reason. A dropped sample's allocation is served by the inner
+/// allocator and not recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Dropped {
+    /// The sampled arena's reserved range was full (raise `arena_size`).
+    pub arena_exhausted: u64,
+    /// The sampled arena could not be created (address space reservation or `arenas.create`
+    /// failed).
+    pub arena_unavailable: u64,
+    /// The sample had a new stack and the stack table was at `max_stacks`.
+    pub stack_table_full: u64,
+}
+
+impl Dropped {
+    /// All drops together.
+    pub fn total(&self) -> u64 {
+        self.arena_exhausted + self.arena_unavailable + self.stack_table_full
+    }
+}
+
+static DROPPED_ARENA_EXHAUSTED: AtomicU64 = AtomicU64::new(0);
+static DROPPED_ARENA_UNAVAILABLE: AtomicU64 = AtomicU64::new(0);
+static DROPPED_STACK_TABLE_FULL: AtomicU64 = AtomicU64::new(0);
+
+/// Samples dropped since start.
+pub(crate) fn dropped() -> Dropped {
+    Dropped {
+        // Ordering: a statistics counter, read on its own.
+        arena_exhausted: DROPPED_ARENA_EXHAUSTED.load(Ordering::Relaxed),
+        // Ordering: a statistics counter, read on its own.
+        arena_unavailable: DROPPED_ARENA_UNAVAILABLE.load(Ordering::Relaxed),
+        // Ordering: a statistics counter, read on its own.
+        stack_table_full: DROPPED_STACK_TABLE_FULL.load(Ordering::Relaxed),
+    }
+}
+
+/// The unwinder in use now (resolving `auto` once).
+pub(crate) fn current_unwinder() -> Unwinder {
+    match settings::unwinder_choice() {
+        UnwinderChoice::FramePointer => Unwinder::FramePointer,
+        UnwinderChoice::Backtrace => Unwinder::Backtrace,
+        UnwinderChoice::Auto => {
+            let mut probe = settings::frame_pointer_probe();
+            if probe == 0 {
+                let _guard = Guard::enter();
+                probe = if capture::frame_pointers_work() { 1 } else { 2 };
+                settings::set_frame_pointer_probe(probe);
+            }
+            if probe == 1 {
+                Unwinder::FramePointer
+            } else {
+                Unwinder::Backtrace
+            }
+        }
+    }
+}
+
+/// Allocates a sampled object from the sampled arena and records it. `None` when the sample is
+/// dropped (the reason is counted); the caller then allocates from the inner allocator.
+///
+/// # Safety
+/// `layout` has a non-zero size (the `GlobalAlloc::alloc` contract). `marker` is the address of a
+/// local variable of the caller's frame (frames up to it are not recorded).
+pub(crate) unsafe fn alloc_sampled(
+    layout: Layout,
+    zeroed: bool,
+    period: u64,
+    marker: usize,
+) -> Option<*mut u8> {
+    let _guard = Guard::enter();
+    let mut buf = [const { MaybeUninit::<u64>::uninit() }; MAX_FRAMES_LIMIT];
+    let max = settings::max_frames().clamp(1, MAX_FRAMES_LIMIT);
+    let frames = capture::capture_uninit(current_unwinder(), marker, &mut buf[..max]);
+
+    let size = layout.size();
+    let flags = match sampled_arena::flags(size, layout.align(), settings::arena_size()) {
+        Ok(flags) => flags,
+        Err(sampled_arena::Unavailable::NoArena) => {
+            // Ordering: a statistics counter.
+            DROPPED_ARENA_UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+    };
+    let zero = if zeroed { jem::MALLOCX_ZERO } else { 0 };
+    // SAFETY: size is non-zero (caller contract) and the flags name a live arena.
+    let ptr = unsafe { jem::mallocx(size, flags | zero) }.cast::<u8>();
+    if ptr.is_null() {
+        // Our extent hook is the only thing that fails in that arena: the range is exhausted.
+        // Ordering: a statistics counter.
+        DROPPED_ARENA_EXHAUSTED.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    // jemalloc's usable size. `nallocx` computes the size class that `mallocx` with this size and
+    // alignment returns, which is what `sallocx` would read back from the allocation's metadata,
+    // without that lookup (a cache miss or two on a path that runs every 512 KiB).
+    // SAFETY: nallocx only computes a size class; size is non-zero.
+    let usable = unsafe { jem::nallocx(size, sampled_arena::align_flags(size, layout.align())) };
+    // SAFETY: ptr was just returned by mallocx.
+    debug_assert_eq!(usable, unsafe { jem::sallocx(ptr.cast(), 0) });
+    let estimate = live_samples::sample_estimate(size, usable, period);
+    let thread = thread::uid();
+
+    let hash = stacks::stack_hash(frames);
+    let max_stacks = settings::max_stacks();
+    let charged = thread_totals::this_thread().charge(frames, hash, &estimate, || {
+        stacks::intern(frames, hash, max_stacks)
+    });
+    let stack_id = match charged {
+        Ok(id) => id,
+        Err(ChargeError::TableFull) => {
+            // SAFETY: ptr came from mallocx with these flags and this size, and was never exposed.
+            unsafe { jem::sdallocx(ptr.cast(), size, flags) };
+            // Ordering: a statistics counter.
+            DROPPED_STACK_TABLE_FULL.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+    };
+    let record = LiveSample {
+        requested: size,
+        usable,
+        period,
+        stack: stack_id,
+        thread,
+    };
+    lock(live_samples::shard_of(ptr as usize)).insert(ptr as usize, record);
+    Some(ptr)
+}
+
+/// Forgets and frees a sampled object.
+///
+/// # Safety
+/// `ptr` lies in the sampled arena ([`sampled_arena::RangeCopy::contains`]) and was allocated
+/// with `layout` (the `GlobalAlloc::dealloc` contract).
+pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
+    lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
+    let flags = sampled_arena::free_flags(layout.size(), layout.align());
+    // SAFETY: ptr was allocated by mallocx in the sampled arena with this size and alignment
+    // (caller contract), so this size and the same alignment flags free it; jemalloc finds the
+    // arena from the object itself.
+    unsafe { jem::sdallocx(ptr.cast(), layout.size(), flags) };
+}
