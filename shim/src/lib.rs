@@ -81,8 +81,9 @@
 //! [`configure`], [`reseed`]. The environment variable `JEPROF_SHIM`, read once at first use, has
 //! jemalloc's `MALLOC_CONF` syntax:
 //! `JEPROF_SHIM=sample_rate:524288,active:true,seed:42,max_frames:128,symbolize:true,dump_on_exit:/path/heap.prof`.
-//! Also `unwinder:fp|backtrace|auto`, `arena_size:<bytes>` (the reserved range; at least 4 MiB,
-//! rounded up to a power of two) and `max_stacks:<n>`. `sample_rate:0` turns sampling off. Bad
+//! Also `unwinder:fp|backtrace|auto`, `arena_size:<bytes>` (the reserved range; 4 MiB to 32 TiB,
+//! rounded up to a power of two; an arena that cannot be created is said once on stderr) and
+//! `max_stacks:<n>`. `sample_rate:0` turns sampling off. Bad
 //! pairs are reported on stderr and keep their defaults. `seed` makes sampling deterministic:
 //! thread *k* (in the order threads first reach the sampler) draws from a generator seeded with
 //! `seed` and *k*, and the profiler's own allocations do not consume the countdown, so a

@@ -348,25 +348,73 @@ fn create(arena_size: usize) -> u8 {
         return state;
     }
     let state = match reserve_range(arena_size).and_then(|()| create_arena()) {
-        Some(index) => {
+        Ok(index) => {
             // Ordering: published by the Release store of STATE below.
             HOT.arena_index.store(index as usize, Ordering::Relaxed);
             pin_small_slabs(index);
             TCACHE_KEY.create(tcache_thread_exit);
             READY
         }
-        None => FAILED,
+        Err(why) => {
+            // Once: every later sample finds FAILED and is dropped (`arena_unavailable`).
+            report_failure(arena_size, why);
+            FAILED
+        }
     };
     // Ordering: Release pairs with the Acquire loads in `flags`.
     HOT.state.store(state, Ordering::Release);
     state
 }
 
+/// The largest range the `arena_size` setting may ask for: 32 TiB, rounded up to a power of two
+/// and reserved twice over for alignment, stays inside x86-64's 47-bit user address space.
+pub(crate) const MAX_RANGE: usize = 1 << 45;
+
+/// Why the sampled arena could not be created.
+#[derive(Clone, Copy)]
+enum CreateFailure {
+    /// `mmap` of the reservation failed with this `errno` (0 when the size overflowed).
+    Reserve(i32),
+    /// `arenas.create` returned this error code.
+    Arena(i32),
+}
+
+/// Says once on stderr that the sampled arena could not be created, so that profiling is never
+/// silently off. Written with `write(2)` from a stack buffer: this runs inside the allocator.
+fn report_failure(arena_size: usize, why: CreateFailure) {
+    use std::io::Write;
+    let mut buffer = [0u8; 320];
+    let mut out = &mut buffer[..];
+    let _ = match why {
+        CreateFailure::Reserve(errno) => writeln!(
+            out,
+            "jeprof-shim: cannot reserve {arena_size} bytes of address space for the sampled \
+             arena (mmap errno {errno}); no allocation will be sampled. Set \
+             JEPROF_SHIM=arena_size:<smaller> (ulimit -v and valgrind limit it)"
+        ),
+        CreateFailure::Arena(rc) => writeln!(
+            out,
+            "jeprof-shim: jemalloc could not create the sampled arena (arenas.create returned \
+             {rc}); no allocation will be sampled"
+        ),
+    };
+    let len = 320 - out.len();
+    // SAFETY: writes `len` initialised bytes of `buffer` to file descriptor 2; a failed write is
+    // ignored (there is nowhere else to say it).
+    unsafe {
+        libc::write(2, buffer.as_ptr().cast(), len);
+    }
+}
+
 /// Reserves `len` (rounded up to a power of two, at least 4 MiB) bytes of address space, aligned
 /// to its size.
-fn reserve_range(len: usize) -> Option<()> {
-    let len = len.max(4 << 20).checked_next_power_of_two()?;
-    let span = len.checked_mul(2)?;
+fn reserve_range(len: usize) -> Result<(), CreateFailure> {
+    let overflow = CreateFailure::Reserve(0);
+    let len = len
+        .max(4 << 20)
+        .checked_next_power_of_two()
+        .ok_or(overflow)?;
+    let span = len.checked_mul(2).ok_or(overflow)?;
     // SAFETY: an anonymous PROT_NONE reservation at an address of the kernel's choosing touches no
     // existing mapping.
     let raw = unsafe {
@@ -380,7 +428,9 @@ fn reserve_range(len: usize) -> Option<()> {
         )
     };
     if raw == libc::MAP_FAILED {
-        return None;
+        return Err(CreateFailure::Reserve(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ));
     }
     let raw = raw as usize;
     let base = (raw + len - 1) & !(len - 1);
@@ -400,10 +450,10 @@ fn reserve_range(len: usize) -> Option<()> {
     // Ordering: Release pairs with the Acquire loads in `RangeCopy::fill`, `reserved`, `usage`
     // and the hooks.
     HOT.range_len.store(len, Ordering::Release);
-    Some(())
+    Ok(())
 }
 
-fn create_arena() -> Option<c_uint> {
+fn create_arena() -> Result<c_uint, CreateFailure> {
     let mut index: c_uint = 0;
     let mut index_len = std::mem::size_of::<c_uint>();
     let mut hooks: *mut jem::extent_hooks_t = HOOKS.0.get();
@@ -419,7 +469,11 @@ fn create_arena() -> Option<c_uint> {
             std::mem::size_of::<*mut jem::extent_hooks_t>(),
         )
     };
-    (rc == 0).then_some(index)
+    if rc == 0 {
+        Ok(index)
+    } else {
+        Err(CreateFailure::Arena(rc))
+    }
 }
 
 /// Largest small size class of jemalloc 5.3 with 4 KiB pages (`SC_SMALL_MAXCLASS`).

@@ -81,10 +81,7 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
                 }
             }),
             "symbolize" => parse_bool(value).map(settings::set_symbolize),
-            "dump_on_exit" => {
-                *lock(&settings::DUMP_ON_EXIT) = (!value.is_empty()).then(|| value.to_string());
-                Ok(())
-            }
+            "dump_on_exit" => dump_path(value).map(|path| *lock(&settings::DUMP_ON_EXIT) = path),
             "unwinder" => match value {
                 "fp" => Ok(UnwinderChoice::FramePointer),
                 "backtrace" => Ok(UnwinderChoice::Backtrace),
@@ -97,17 +94,25 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
                     Err("the sampled arena already exists; set it before the first sample".into())
                 } else if v < (4 << 20) {
                     Err("must be at least 4194304 (jemalloc needs room for arena metadata)".into())
+                } else if v > sampled_arena::MAX_RANGE as u64 {
+                    Err(format!(
+                        "must be at most {} (32 TiB: it is rounded up to a power of two and \
+                         reserved twice over for alignment, inside a 47-bit address space)",
+                        sampled_arena::MAX_RANGE
+                    ))
                 } else {
                     settings::set_arena_size(v as usize);
                     Ok(())
                 }
             }),
             "max_stacks" => parse_u64(value).and_then(|v| {
-                if v >= 1 {
+                // Stack ids are 32-bit, two values kept back.
+                let most = u64::from(u32::MAX) - 1;
+                if (1..=most).contains(&v) {
                     settings::set_max_stacks(v as usize);
                     Ok(())
                 } else {
-                    Err("must be at least 1".into())
+                    Err(format!("must be between 1 and {most}"))
                 }
             }),
             _ => Err(
@@ -128,6 +133,26 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
     } else {
         Err(ConfigError { problems })
     }
+}
+
+/// `dump_on_exit`'s path: empty for none; otherwise it must name a file in a directory that exists
+/// now, so that a typo is reported when the setting is read and not, silently, at exit.
+fn dump_path(value: &str) -> Result<Option<String>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let path = std::path::Path::new(value);
+    if path.file_name().is_none() || value.ends_with('/') {
+        return Err(format!("`{value}` names no file"));
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!("the directory `{}` does not exist", dir.display()));
+    }
+    Ok(Some(value.to_string()))
 }
 
 fn parse_u64(value: &str) -> Result<u64, String> {
@@ -175,5 +200,26 @@ mod tests {
         assert!(!settings::symbolize());
         apply("symbolize:true").unwrap();
         assert!(settings::symbolize());
+    }
+
+    #[test]
+    fn settings_that_would_silently_disable_profiling_are_refused_where_parsed() {
+        let before = settings::arena_size();
+        for bad in [
+            "arena_size:18446744073709551615",
+            "arena_size:70368744177665",
+            "max_stacks:0",
+            "max_stacks:4294967295",
+            "dump_on_exit:/no/such/directory/heap.prof",
+            "dump_on_exit:/tmp/",
+            "sample_rate:-1",
+            "active:yes",
+        ] {
+            let err = apply(bad).unwrap_err();
+            assert_eq!(err.problems.len(), 1, "{bad}: {err}");
+        }
+        assert_eq!(settings::arena_size(), before);
+        assert!(lock(&settings::DUMP_ON_EXIT).is_none());
+        apply("max_stacks:4294967294,max_stacks:65536").unwrap();
     }
 }
