@@ -420,7 +420,7 @@ fn read_body(
             if let Some(at) = awaiting_counts {
                 return Err(orphan_stack(at));
             }
-            let frames = parse_frames(no, raw, &line[1..])?;
+            let mut frames = parse_frames(no, raw, &line[1..])?;
             if frames.is_empty() {
                 // jeprof: a bare `@` does not match `^@\s+(.*)$`, so the current stack is unchanged.
                 let Some(i) = current else {
@@ -431,17 +431,12 @@ fn read_body(
                          stack, dropping them)",
                     ));
                 };
-                let frames = profile.stacks[i].frames.clone();
-                profile.stacks.push(Stack {
-                    frames,
-                    ..Stack::default()
-                });
-            } else {
-                profile.stacks.push(Stack {
-                    frames,
-                    ..Stack::default()
-                });
+                frames = profile.stacks[i].frames.clone();
             }
+            profile.stacks.push(Stack {
+                frames,
+                ..Stack::default()
+            });
             current = Some(profile.stacks.len() - 1);
             awaiting_counts = Some(no);
             current_has_variance = false;
