@@ -92,6 +92,21 @@ pub fn read_dump(
     Ok(read.profile)
 }
 
+/// Reads one dump file under `policy` as [`read_dump`] does, handing each stack to `on_stack`
+/// instead of keeping it ([`jeprof_dumpfmt::read::read_file_stacks_with`]): memory holds what
+/// `on_stack` keeps, never the dump's stacks. The profile returned has no stacks.
+pub fn read_dump_stacks(
+    path: &Path,
+    policy: &ReadPolicy<'_>,
+    on_stack: impl FnMut(&jeprof_dumpfmt::Profile, jeprof_dumpfmt::Stack),
+) -> Result<jeprof_dumpfmt::Profile, jeprof_dumpfmt::Error> {
+    let read = jeprof_dumpfmt::read::read_file_stacks_with(path, &policy.options, on_stack)?;
+    if let Some(truncation) = &read.truncation {
+        (policy.on_truncated)(path, truncation);
+    }
+    Ok(read.profile)
+}
+
 /// Parses and resolves a dump held in memory.
 pub fn load_bytes(
     bytes: &[u8],
