@@ -56,6 +56,21 @@ fn split_symbol_line(text: &str) -> Option<(&str, &str)> {
     (!digits.is_empty() && separated && !names.is_empty()).then_some((digits, names))
 }
 
+/// How many pieces `split("--")` cuts `text` into, less one: the `--` found left to right, not
+/// overlapping (a byte loop: `str::matches` sets up a substring searcher on every call).
+fn separators(text: &[u8]) -> usize {
+    let (mut count, mut i) = (0, 0);
+    while i + 1 < text.len() {
+        if text[i] == b'-' && text[i + 1] == b'-' {
+            count += 1;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    count
+}
+
 /// The annotation key by which a dump says it was written by [`crate::write`] and therefore ends
 /// with [`END_MARKER`].
 pub const WRITER_KEY: &str = "writer";
@@ -385,8 +400,14 @@ fn read_symbols(lines: &mut Lines<impl BufRead>) -> Result<SymbolTable, Error> {
             // Sized exactly: collecting from `split` would reserve room for four names, tripling
             // the memory a section of a million one-name entries takes.
             let text = names.trim_end();
-            let mut names: Vec<String> = Vec::with_capacity(text.matches("--").count() + 1);
-            names.extend(text.split("--").map(str::to_string));
+            let mut names: Vec<String> = match separators(text.as_bytes()) {
+                0 => vec![text.to_string()],
+                n => {
+                    let mut names = Vec::with_capacity(n + 1);
+                    names.extend(text.split("--").map(str::to_string));
+                    names
+                }
+            };
             names.reverse();
             table.names.insert(address, names);
         } else if let Some(value) = text.strip_prefix("binary=") {
@@ -1196,6 +1217,19 @@ mod tests {
             assert!(
                 taken <= complete + BUFFER,
                 "stack {i} handed over after reading {taken} bytes; complete at {complete}"
+            );
+        }
+    }
+
+    #[test]
+    fn separators_count_the_pieces_split_makes() {
+        for text in [
+            "", "a", "-", "--", "---", "----", "a--b", "a---b", "--a--", "a-b--c-",
+        ] {
+            assert_eq!(
+                separators(text.as_bytes()) + 1,
+                text.split("--").count(),
+                "{text:?}"
             );
         }
     }

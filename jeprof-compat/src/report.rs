@@ -882,7 +882,10 @@ impl ReportDump {
     ) -> Result<ReportDump, Error> {
         let mut index = KeyIndex::default();
         let (mut values, mut kept_variances) = (Chunks::default(), Chunks::default());
-        let profile = read_dump_stacks(path, policy, |_, stack| {
+        let profile = read_dump_stacks(path, policy, |so_far, stack| {
+            if index.lens.len() == 0 {
+                index.expect_symbolized(so_far);
+            }
             index.push_stack(&stack.frames, |_| true);
             let (value, variance) = measure.pick(&stack.counts);
             values.push(value);

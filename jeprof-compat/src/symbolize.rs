@@ -254,13 +254,19 @@ impl KeyIndex {
     /// Rebuilds the index for `profile`, leaving out the keys for which `keep` is false.
     pub(crate) fn rebuild(&mut self, profile: &Profile, keep: impl Fn(u64) -> bool) {
         *self = KeyIndex::default();
+        self.expect_symbolized(profile);
+        for stack in &profile.stacks {
+            self.push_stack(&stack.frames, &keep);
+        }
+    }
+
+    /// Sizes the key lookup once for a dump with a symbol section, which names (about) every key
+    /// its stacks have, rather than growing it key by key.
+    pub(crate) fn expect_symbolized(&mut self, profile: &Profile) {
         if let Some(symbols) = &profile.symbols {
             let keys = &self.keys;
             self.local_of
                 .reserve(symbols.names.len(), |&l| hash_key(*keys.get(l as usize)));
-        }
-        for stack in &profile.stacks {
-            self.push_stack(&stack.frames, &keep);
         }
     }
 
