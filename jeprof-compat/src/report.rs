@@ -15,6 +15,18 @@
 //! Figures are `f64` sums of what jeprof computes per entry; jeprof adds them in Perl hash order,
 //! which is random, so a figure that lands within a rounding error of an integer (or of a 0.1 MB
 //! step) can print one unit apart from one jeprof run to the next.
+//!
+//! ## Memory
+//! [`build_files`] (the command line's text report) never holds a dump: it reads one stack at a
+//! time ([`jeprof_dumpfmt::read::read_file_stacks_with`]) and keeps, until the dump's memory map
+//! (its last section) says how to name the frames, each stack's distinct addresses as dense
+//! indexes and the one figure shown (about 28 bytes a stack of two frames, where a [`Profile`]
+//! takes about 200); then each distinct address is named once, the stacks are added up per
+//! function, and what remains is each function's name, once (an address nothing names as the
+//! address), and its sums. Its text is written as it is made ([`FunctionTable::write_text`]).
+//! Measured on a dump of a million two-frame stacks, 55 MB, with a million distinct addresses
+//! nothing names: a peak resident size of 2.2 times the dump, where whole dumps took 18 times.
+//! `--collapsed` and flame graphs ([`collapsed`]) still take resolved profiles.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
