@@ -699,7 +699,7 @@ impl Builder {
             let (value, variance) = options.measure.pick(&stack.counts);
             slots.clear();
             for f in &stack.frames {
-                let slot = self.translator.slot(f, options.skip, self.focus.as_ref());
+                let slot = self.translator.slot(f, self.skip, self.focus.as_ref());
                 slots.push(slot);
             }
             self.add(value, variance, &slots);
@@ -793,7 +793,7 @@ impl Builder {
             };
             info_of[local as usize] = if k > LAST_USER_ADDRESS || focus.is_some() {
                 // Dropped by `TranslateStack` (no functions interned), still an allocator frame
-                // or not; rare, so not cached.
+                // or not, and rare; or, under `--focus`, matched by its own key too: not shared.
                 translator.push_info(&clean(raw), true, k, skip, focus)
             } else {
                 *by_raw
