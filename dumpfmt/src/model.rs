@@ -66,14 +66,18 @@ impl Estimate {
         math::confidence_interval_95(self.objects, self.objects_variance)
     }
 
-    fn validate(&self, what: &str) -> Result<(), Error> {
+    fn is_valid(&self) -> bool {
         let all = [
             self.objects,
             self.bytes,
             self.objects_variance,
             self.bytes_variance,
         ];
-        if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
+        all.iter().all(|v| v.is_finite() && *v >= 0.0)
+    }
+
+    fn validate(&self, what: &str) -> Result<(), Error> {
+        if !self.is_valid() {
             return Err(Error::Invalid(format!(
                 "{what}: every figure must be finite and not negative, got {self:?}"
             )));
@@ -251,16 +255,25 @@ impl Profile {
     /// byte count wherever there are objects and the reverse.
     pub fn validate(&self) -> Result<(), Error> {
         for (i, s) in self.stacks.iter().enumerate() {
-            let what = format!("stack {i}");
-            s.counts.inuse.validate(&what)?;
-            s.counts.accum.validate(&what)?;
-            for t in &s.threads {
-                t.counts.inuse.validate(&what)?;
-                t.counts.accum.validate(&what)?;
-            }
+            validate_stack(i, s)?;
         }
         Ok(())
     }
+}
+
+/// [`Profile::validate`] for the stack at `index` (the streaming reader checks each stack as it
+/// completes).
+pub(crate) fn validate_stack(index: usize, s: &Stack) -> Result<(), Error> {
+    // Only formatted when a figure is wrong: the reader checks millions of stacks.
+    let what = || format!("stack {index}");
+    let figures = std::iter::once(&s.counts).chain(s.threads.iter().map(|t| &t.counts));
+    for counts in figures {
+        if !(counts.inuse.is_valid() && counts.accum.is_valid()) {
+            counts.inuse.validate(&what())?;
+            counts.accum.validate(&what())?;
+        }
+    }
+    Ok(())
 }
 
 /// jeprof's lookup key for frame `index` of a stack whose frame is `address`.

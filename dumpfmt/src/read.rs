@@ -56,6 +56,21 @@ fn split_symbol_line(text: &str) -> Option<(&str, &str)> {
     (!digits.is_empty() && separated && !names.is_empty()).then_some((digits, names))
 }
 
+/// How many pieces `split("--")` cuts `text` into, less one: the `--` found left to right, not
+/// overlapping (a byte loop: `str::matches` sets up a substring searcher on every call).
+fn separators(text: &[u8]) -> usize {
+    let (mut count, mut i) = (0, 0);
+    while i + 1 < text.len() {
+        if text[i] == b'-' && text[i + 1] == b'-' {
+            count += 1;
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    count
+}
+
 /// The annotation key by which a dump says it was written by [`crate::write`] and therefore ends
 /// with [`END_MARKER`].
 pub const WRITER_KEY: &str = "writer";
@@ -180,6 +195,46 @@ pub fn parse(input: &[u8]) -> Result<Profile, Error> {
 /// Parses a dump from a stream, line by line: the first bad line fails at once, and memory holds
 /// what is kept (the figures, the symbol names, the memory map), never the input. Never panics.
 pub fn read_with(input: impl BufRead, options: &ReadOptions) -> Result<Read, Error> {
+    let mut stacks = Vec::new();
+    let mut read = read_stacks_with(input, options, |_, stack| stacks.push(stack))?;
+    read.profile.stacks = stacks;
+    Ok(read)
+}
+
+/// [`read_file_with`], handing each stack to `on_stack` instead of keeping it
+/// ([`read_stacks_with`]): memory holds the header, the symbol section and the memory map, never
+/// the stacks.
+pub fn read_file_stacks_with(
+    path: impl AsRef<Path>,
+    options: &ReadOptions,
+    on_stack: impl FnMut(&Profile, Stack),
+) -> Result<Read, Error> {
+    let path = path.as_ref();
+    let file = open_regular(path).map_err(|e| e.in_file(path))?;
+    read_stacks_with(
+        std::io::BufReader::with_capacity(1 << 16, file),
+        options,
+        on_stack,
+    )
+    .map_err(|e| e.in_file(path))
+}
+
+/// [`read_with`], handing each stack to `on_stack` as soon as it is complete instead of keeping it,
+/// for readers that fold a dump of millions of stacks into something smaller.
+///
+/// `on_stack` gets the stacks in the dump's order, each exactly as [`read_with`] would put it in
+/// [`Profile::stacks`], with the profile read so far: its sample period (final), symbol section,
+/// header thread lines and annotations (all of which come before the first stack), but not yet the
+/// memory map, which comes last. The [`Read`] returned is [`read_with`]'s with no stacks. A dump
+/// that fails (a bad line, a cut dump without [`ReadOptions::allow_truncated`], figures that are
+/// not finite) fails as it does with [`read_with`], with the same error, possibly after some of its
+/// stacks were handed over: the caller throws away what it made of them. A stack with figures that
+/// are not finite is never handed over.
+pub fn read_stacks_with(
+    input: impl BufRead,
+    options: &ReadOptions,
+    mut on_stack: impl FnMut(&Profile, Stack),
+) -> Result<Read, Error> {
     let mut lines = Lines::new(input);
     let mut profile = Profile::default();
 
@@ -231,8 +286,18 @@ pub fn read_with(input: impl BufRead, options: &ReadOptions) -> Result<Read, Err
         }?);
     }
     profile.sample_period = header.unwrap_or_default();
-    let truncation = read_body(&mut lines, &mut profile, options)?;
-    // A dump whose header period was chosen for rounding records the sampling period.
+    let truncation = read_body(&mut lines, &mut profile, options, &mut on_stack)?;
+    take_sample_period(&mut profile);
+    Ok(Read {
+        profile,
+        truncation,
+    })
+}
+
+/// A dump whose header period was chosen for rounding records the sampling period in a
+/// `sample_period` annotation: that is the profile's period. Annotations come before the first
+/// stack, so this is final once a stack is seen.
+fn take_sample_period(profile: &mut Profile) {
     if let Some(i) = profile
         .annotations
         .iter()
@@ -243,11 +308,6 @@ pub fn read_with(input: impl BufRead, options: &ReadOptions) -> Result<Read, Err
             profile.annotations.remove(i);
         }
     }
-    profile.validate()?;
-    Ok(Read {
-        profile,
-        truncation,
-    })
 }
 
 /// What the first line of a dump is.
@@ -342,7 +402,17 @@ fn read_symbols(lines: &mut Lines<impl BufRead>) -> Result<SymbolTable, Error> {
             let address = parse_hex(digits.as_bytes())
                 .ok_or_else(|| malformed(no, line, "a symbol address that fits in 64 bits"))?;
             // jeprof's form is `outer--inlined--more_inlined`; the model holds innermost first.
-            let mut names: Vec<String> = names.trim_end().split("--").map(str::to_string).collect();
+            // Sized exactly: collecting from `split` would reserve room for four names, tripling
+            // the memory a section of a million one-name entries takes.
+            let text = names.trim_end();
+            let mut names: Vec<String> = match separators(text.as_bytes()) {
+                0 => vec![text.to_string()],
+                n => {
+                    let mut names = Vec::with_capacity(n + 1);
+                    names.extend(text.split("--").map(str::to_string));
+                    names
+                }
+            };
             names.reverse();
             table.names.insert(address, names);
         } else if let Some(value) = text.strip_prefix("binary=") {
@@ -374,14 +444,45 @@ struct BodyEnd {
     maps: bool,
 }
 
-fn read_body(
+/// Where the stacks of a dump go as they are completed: `on_stack`, in order, each checked first.
+struct StackSink<'f, F> {
+    on_stack: &'f mut F,
+    /// Stacks completed so far: the index [`Profile::validate`] would name the next one by.
+    completed: usize,
+    /// The first stack whose figures are not valid. [`read_with`] checks the figures once the
+    /// whole dump is read, so an error on a later line is the one reported; this keeps that order.
+    invalid: Option<Error>,
+}
+
+impl<F: FnMut(&Profile, Stack)> StackSink<'_, F> {
+    fn complete(&mut self, profile: &Profile, stack: Stack) {
+        let index = self.completed;
+        self.completed += 1;
+        if self.invalid.is_some() {
+            return;
+        }
+        match crate::model::validate_stack(index, &stack) {
+            Ok(()) => (self.on_stack)(profile, stack),
+            Err(e) => self.invalid = Some(e),
+        }
+    }
+}
+
+fn read_body<F: FnMut(&Profile, Stack)>(
     lines: &mut Lines<impl BufRead>,
     profile: &mut Profile,
     options: &ReadOptions,
+    on_stack: &mut F,
 ) -> Result<Option<Truncation>, Error> {
     let period = profile.sample_period;
-    // Index of the stack entry that counts lines currently belong to.
-    let mut current: Option<usize> = None;
+    let mut sink = StackSink {
+        on_stack,
+        completed: 0,
+        invalid: None,
+    };
+    // The stack entry that counts lines currently belong to: the last one read. It is complete,
+    // and handed over, when the next one starts or the body ends.
+    let mut current: Option<Stack> = None;
     // The line of the current stack, while it has no `t*` counts line yet (a stack without figures
     // is an orphan: an error, or the cut end of a dump).
     let mut awaiting_counts: Option<usize> = None;
@@ -405,6 +506,10 @@ fn read_body(
             if let Some(at) = awaiting_counts {
                 return Err(orphan_stack(at));
             }
+            // The stacks end here: the last one is handed over before the map is read.
+            if let Some(stack) = current.take() {
+                sink.complete(profile, stack);
+            }
             let (maps, maps_end) = lines.rest_as_maps()?;
             profile.mapped_libraries = Some(maps);
             end.maps = true;
@@ -423,7 +528,7 @@ fn read_body(
             let mut frames = parse_frames(no, raw, &line[1..])?;
             if frames.is_empty() {
                 // jeprof: a bare `@` does not match `^@\s+(.*)$`, so the current stack is unchanged.
-                let Some(i) = current else {
+                let Some(previous) = &current else {
                     return Err(malformed(
                         no,
                         raw,
@@ -431,13 +536,17 @@ fn read_body(
                          stack, dropping them)",
                     ));
                 };
-                frames = profile.stacks[i].frames.clone();
+                frames = previous.frames.clone();
             }
-            profile.stacks.push(Stack {
+            match current.take() {
+                Some(previous) => sink.complete(profile, previous),
+                // The annotations are all read: the period is final before any stack is seen.
+                None => take_sample_period(profile),
+            }
+            current = Some(Stack {
                 frames,
                 ..Stack::default()
             });
-            current = Some(profile.stacks.len() - 1);
             awaiting_counts = Some(no);
             current_has_variance = false;
             continue;
@@ -452,7 +561,7 @@ fn read_body(
             }
             let text = String::from_utf8_lossy(&line[1..]).trim().to_string();
             if let Some(rest) = text.strip_prefix("var ") {
-                let Some(i) = current else {
+                let Some(stack) = &mut current else {
                     return Err(malformed(
                         no,
                         raw,
@@ -466,7 +575,7 @@ fn read_body(
                         "`# var <objects> <bytes> <objects> <bytes>` (four reals)",
                     )
                 })?;
-                let counts = &mut profile.stacks[i].counts;
+                let counts = &mut stack.counts;
                 counts.inuse.objects_variance = v[0];
                 counts.inuse.bytes_variance = v[1];
                 counts.accum.objects_variance = v[2];
@@ -503,7 +612,7 @@ fn read_body(
                 ));
             }
             let counts = decode_counts(&v, period);
-            match current {
+            match &mut current {
                 None => {
                     if let Some(thread) = thread {
                         profile.threads.push(ThreadSummary {
@@ -524,7 +633,7 @@ fn read_body(
                         header_total = true;
                     }
                 }
-                Some(i) => {
+                Some(stack) => {
                     if name.is_some() {
                         return Err(malformed(
                             no,
@@ -532,7 +641,6 @@ fn read_body(
                             "nothing after `]` (only header thread lines carry a name)",
                         ));
                     }
-                    let stack = &mut profile.stacks[i];
                     if thread.is_none() {
                         if awaiting_counts.take().is_none() {
                             return Err(malformed(
@@ -571,7 +679,14 @@ fn read_body(
         return Err(malformed(no, raw, BODY_EXPECTED));
     }
 
-    // The input has ended: complete, or cut while being written?
+    // The input has ended. The last stack is complete if it has its figures; if not, the dump was
+    // cut (below) and the stack is dropped.
+    if awaiting_counts.is_none() {
+        if let Some(stack) = current.take() {
+            sink.complete(profile, stack);
+        }
+    }
+    // Complete, or cut while being written?
     let last = lines.number;
     let mut dropped_stacks = 0;
     let what = if let Some((line, bytes)) = cut_line {
@@ -611,7 +726,10 @@ fn read_body(
         None
     };
     let Some((line_number, dropped_bytes, what)) = what else {
-        return Ok(None);
+        return match sink.invalid {
+            Some(e) => Err(e),
+            None => Ok(None),
+        };
     };
     if !options.allow_truncated {
         return Err(Error::Truncated {
@@ -621,8 +739,11 @@ fn read_body(
         });
     }
     if awaiting_counts.is_some() {
-        profile.stacks.pop();
+        // `current`, read without its figures, is not handed over.
         dropped_stacks += 1;
+    }
+    if let Some(e) = sink.invalid {
+        return Err(e);
     }
     Ok(Some(Truncation {
         line_number,
@@ -985,5 +1106,182 @@ impl<R: BufRead> Lines<R> {
             maps.push('\n');
         }
         Ok((maps, end))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `read_stacks_with` gives: the profile with the stacks it handed over, checking that
+    /// each was handed over with the profile's final period, before the memory map, and valid.
+    fn streamed(input: &[u8], options: &ReadOptions) -> Result<Profile, String> {
+        let mut stacks = Vec::new();
+        let mut periods = Vec::new();
+        let read = read_stacks_with(input, options, |so_far, stack| {
+            assert!(so_far.stacks.is_empty(), "stacks kept");
+            assert!(
+                so_far.mapped_libraries.is_none(),
+                "handed over after the map"
+            );
+            assert!(
+                crate::model::validate_stack(0, &stack).is_ok(),
+                "invalid figures handed over: {stack:?}"
+            );
+            periods.push(so_far.sample_period);
+            stacks.push(stack);
+        })
+        .map_err(|e| e.to_string())?;
+        assert!(read.profile.stacks.is_empty());
+        assert!(
+            periods.iter().all(|&p| p == read.profile.sample_period),
+            "periods {periods:?}, final {}",
+            read.profile.sample_period
+        );
+        let mut profile = read.profile;
+        profile.stacks = stacks;
+        Ok(profile)
+    }
+
+    #[test]
+    fn every_stack_is_handed_over_complete_valid_and_before_the_map_on_every_fixture_whole_and_cut()
+    {
+        // `read_with` collects what `read_stacks_with` hands over, so the two agree by
+        // construction; what this checks is `streamed`'s invariants on every way a dump can end.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+        let mut checked = 0;
+        for dir in ["synthetic", "real", "compat", "malformed"] {
+            let mut paths: Vec<_> = std::fs::read_dir(root.join(dir))
+                .unwrap_or_else(|e| panic!("{dir}: {e}"))
+                .map(|e| e.expect("entry").path())
+                .filter(|p| p.extension().is_some_and(|e| e == "heap"))
+                .collect();
+            paths.sort();
+            for path in paths {
+                let bytes = std::fs::read(&path).expect("fixture");
+                for allow_truncated in [false, true] {
+                    let options = ReadOptions { allow_truncated };
+                    // Cut anywhere: inside a stack, a counts line, the symbol section, the map.
+                    let step = (bytes.len() / 37).max(1);
+                    for cut in (1..bytes.len()).step_by(step).chain([bytes.len()]) {
+                        let input = &bytes[..cut];
+                        let whole = read_with(input, &options)
+                            .map(|r| r.profile)
+                            .map_err(|e| e.to_string());
+                        assert_eq!(streamed(input, &options), whole, "{path:?} cut at {cut}");
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 40, "only {checked} fixtures");
+    }
+
+    /// Counts the bytes taken from the inner reader.
+    struct Counting<'a> {
+        inner: &'a [u8],
+        taken: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl std::io::Read for Counting<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(out)?;
+            self.taken.set(self.taken.get() + n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn each_stack_is_handed_over_once_the_next_one_starts_not_at_the_end_of_the_dump() {
+        let mut dump = String::from("heap_v2/524288\n  t*: 0: 0 [0: 0]\n");
+        // Where the `@` line of each stack ends: the stack before it is complete there.
+        let mut complete_at = Vec::new();
+        for i in 0..1000u64 {
+            dump.push_str(&format!("@ 0x{:x} 0x{:x}\n", 0x1000 + i, 0x2000 + i));
+            complete_at.push(dump.len());
+            dump.push_str("  t*: 1: 524288 [0: 0]\n");
+        }
+        dump.push_str("MAPPED_LIBRARIES:\n");
+        complete_at.remove(0);
+        complete_at.push(dump.len());
+        let taken = std::rc::Rc::new(std::cell::Cell::new(0));
+        let input = Counting {
+            inner: dump.as_bytes(),
+            taken: taken.clone(),
+        };
+        const BUFFER: usize = 64;
+        let mut taken_at = Vec::new();
+        read_stacks_with(
+            std::io::BufReader::with_capacity(BUFFER, input),
+            &ReadOptions::default(),
+            |_, _| taken_at.push(taken.get()),
+        )
+        .expect("dump reads");
+        assert_eq!(taken_at.len(), 1000);
+        for (i, (&taken, &complete)) in taken_at.iter().zip(&complete_at).enumerate() {
+            assert!(
+                taken <= complete + BUFFER,
+                "stack {i} handed over after reading {taken} bytes; complete at {complete}"
+            );
+        }
+    }
+
+    #[test]
+    fn separators_count_the_pieces_split_makes() {
+        for text in [
+            "", "a", "-", "--", "---", "----", "a--b", "a---b", "--a--", "a-b--c-",
+        ] {
+            assert_eq!(
+                separators(text.as_bytes()) + 1,
+                text.split("--").count(),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn streamed_reading_keeps_bare_stacks_variances_threads_and_the_error_order() {
+        let options = ReadOptions::default();
+        // A bare `@` repeats the previous stack's frames as an entry of its own; per-thread lines
+        // and `# var` lines belong to the stack before them; the period is the annotation's.
+        let profile = streamed(
+            b"heap_v2/524288\n  t*: 2: 20 [0: 0]\n# sample_period: 1024\n\
+              @ 0x1 0x2\n# var 1 2 3 4\n  t*: 1: 10 [0: 0]\n  t1: 1: 10 [0: 0]\n\
+              @\n  t*: 1: 10 [0: 0]\nMAPPED_LIBRARIES:\n",
+            &options,
+        )
+        .expect("reads");
+        assert_eq!(profile.sample_period, 1024);
+        assert_eq!(profile.stacks.len(), 2);
+        assert_eq!(profile.stacks[0].frames, [1, 2]);
+        assert_eq!(profile.stacks[1].frames, [1, 2]);
+        assert_eq!(profile.stacks[0].counts.inuse.bytes_variance, 2.0);
+        assert_eq!(profile.stacks[0].threads.len(), 1);
+        assert!(profile.stacks[1].threads.is_empty());
+
+        // Figures that are not finite are an error, but a later bad line is the one reported
+        // (`read_with` always checked figures last).
+        let overflow = "heap_v2/1\n@ 0x1\n  t*: 18446744073709551615: 1 [0: 0]\n";
+        let err = streamed(format!("{overflow}@ 0x2\n  junk\n").as_bytes(), &options)
+            .expect_err("bad line");
+        assert!(err.starts_with("line 5: expected "), "{err}");
+        let err = streamed(
+            format!("{overflow}MAPPED_LIBRARIES:\n").as_bytes(),
+            &options,
+        )
+        .expect_err("infinite figures");
+        assert!(
+            err.contains("stack 0: every figure must be finite"),
+            "{err}"
+        );
+
+        // A stack without figures at the end: a cut dump, dropped when that is allowed.
+        let cut = b"heap_v2/1\n@ 0x1\n  t*: 1: 1 [0: 0]\n@ 0x2\n";
+        let err = streamed(cut, &options).expect_err("cut");
+        assert!(err.contains("it was cut"), "{err}");
+        let allowed = ReadOptions {
+            allow_truncated: true,
+        };
+        assert_eq!(streamed(cut, &allowed).expect("allowed").stacks.len(), 1);
     }
 }

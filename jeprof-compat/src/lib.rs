@@ -33,6 +33,12 @@
 //! - Names: Rust symbols are demangled cleanly ([`names::NameStyle::Clean`]) where jeprof mangles
 //!   them (`<A as B>::alloc` becomes `::alloc`); [`names::NameStyle::Jeprof`] reproduces jeprof's
 //!   names. Rust allocator shims are removed too unless asked not to ([`names::SkipRules`]).
+//! - Memory: the text report ([`report::build_files`]) and the diff ([`diff::compare_files`]) read
+//!   dumps one stack at a time and keep what they add up: a peak resident size of 2.2 and 2.7
+//!   times a 55 MB dump of a million stacks (`diff` of it against itself), 2.4 and 2.7 times its
+//!   79 MB symbolized variant; `tests/memory.rs` holds them to 3× (plus the binary's own few
+//!   megabytes) on half a million stacks. Folded stacks, flame graphs and pprof output resolve
+//!   whole dumps first: 10 to 14 times their size.
 //! - Several symbolized dumps are symbolized each with its own symbol section (jeprof merges the
 //!   sections, the last file winning an address), so dumps of different builds stay right.
 //! - Not reproduced: `--thread`, `--base` (see `diff`), `--lines`/`--addresses`/`--files`
@@ -86,6 +92,21 @@ pub fn read_dump(
     policy: &ReadPolicy<'_>,
 ) -> Result<jeprof_dumpfmt::Profile, jeprof_dumpfmt::Error> {
     let read = jeprof_dumpfmt::read::read_file_with(path, &policy.options)?;
+    if let Some(truncation) = &read.truncation {
+        (policy.on_truncated)(path, truncation);
+    }
+    Ok(read.profile)
+}
+
+/// Reads one dump file under `policy` as [`read_dump`] does, handing each stack to `on_stack`
+/// instead of keeping it ([`jeprof_dumpfmt::read::read_file_stacks_with`]): memory holds what
+/// `on_stack` keeps, never the dump's stacks. The profile returned has no stacks.
+pub fn read_dump_stacks(
+    path: &Path,
+    policy: &ReadPolicy<'_>,
+    on_stack: impl FnMut(&jeprof_dumpfmt::Profile, jeprof_dumpfmt::Stack),
+) -> Result<jeprof_dumpfmt::Profile, jeprof_dumpfmt::Error> {
+    let read = jeprof_dumpfmt::read::read_file_stacks_with(path, &policy.options, on_stack)?;
     if let Some(truncation) = &read.truncation {
         (policy.on_truncated)(path, truncation);
     }

@@ -310,8 +310,14 @@ fn report_options(
 
 /// Writes to stdout; a closed pipe ends the program successfully.
 fn emit(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    emit_with(|out| out.write_all(text.as_bytes()))
+}
+
+/// Writes to stdout through `write`, buffered, as it goes (a report of a million functions is
+/// never all in memory as text); a closed pipe ends the program successfully.
+fn emit_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    match write(&mut out).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         other => Ok(other.context("writing to stdout")?),
     }
@@ -336,14 +342,9 @@ fn write_output(
 
 /// Perl's `%d` (which jeprof's integer figures go through) prints figures of 2^63 and more as
 /// negative numbers or -1; we print what jeprof prints, and say so.
-fn warn_if_perl_overflows(report: &report::Report, options: &ReportOptions) {
-    if report::prints_perl_overflow(report, options) {
-        warn(
-            "some figures are 2^63 or more, which jeprof's integer printing (Perl's %d) shows as \
-             negative numbers or -1, as here; the MB view (without --show_bytes) prints them",
-        );
-    }
-}
+const PERL_OVERFLOW: &str = "some figures are 2^63 or more, which jeprof's integer printing \
+     (Perl's %d) shows as negative numbers or -1, as here; the MB view (without --show_bytes) \
+     prints them";
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -351,20 +352,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let options = report_options(&args.view, &args.common, args.interval)?;
             let symbolize = args.common.symbolize();
             if args.output.flamegraph.is_none() && !args.output.collapsed {
-                // The text report goes straight from the parsed dumps (no resolved frames for
-                // symbolized ones).
-                let dumps = jeprof_compat::parse_all(&args.dumps, &args.common.read_policy())?;
-                let r = report::build_dumps(&dumps, &symbolize, &options);
-                warn_if_perl_overflows(&r, &options);
-                let mut text = String::new();
-                if options.interval {
-                    text.push_str(report::interval_legend());
+                // The text report is folded from the dumps as they are read: memory holds what
+                // the report keeps, never the dumps.
+                let table = report::build_files(
+                    &args.dumps,
+                    &symbolize,
+                    &options,
+                    &args.common.read_policy(),
+                )?;
+                if table.prints_perl_overflow(&options) {
+                    warn(PERL_OVERFLOW);
                 }
-                text.push_str(&report::format_text(&r, &options));
-                emit(&text)?;
-                // The process ends here: freeing every stack and name one by one would cost
-                // more than printing the report (the OS takes the memory back at once).
-                std::mem::forget(dumps);
+                emit_with(|out| {
+                    if options.interval {
+                        out.write_all(report::interval_legend().as_bytes())?;
+                    }
+                    table.write_text(&options, out)
+                })?;
                 return Ok(());
             }
             let profiles =
@@ -455,14 +459,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let options = report_options(&args.view, &args.common, true)?;
             let sym = args.common.symbolize();
             let policy = args.common.read_policy();
-            let base = jeprof_compat::load(&args.base, &sym, &policy)?;
-            let new = jeprof_compat::load(&args.new, &sym, &policy)?;
-            let base = report::build(&[base], &options);
-            let new = report::build(&[new], &options);
-            warn_if_perl_overflows(&base, &options);
-            warn_if_perl_overflows(&new, &options);
-            let changes = diff::compare(&base, &new, args.cum);
-            emit(&diff::format(&base, &new, &changes, &options))?;
+            // Read one stack at a time, one dump after the other, into figures per function.
+            let diff =
+                diff::compare_files(&args.base, &args.new, args.cum, &sym, &options, &policy)?;
+            if diff.prints_perl_overflow(&options) {
+                warn(PERL_OVERFLOW);
+            }
+            emit_with(|out| diff.write(&options, out))?;
         }
     }
     Ok(())

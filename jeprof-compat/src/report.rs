@@ -15,17 +15,37 @@
 //! Figures are `f64` sums of what jeprof computes per entry; jeprof adds them in Perl hash order,
 //! which is random, so a figure that lands within a rounding error of an integer (or of a 0.1 MB
 //! step) can print one unit apart from one jeprof run to the next.
+//!
+//! ## Memory
+//! [`build_files`] (the command line's text report) never holds a dump: it reads one stack at a
+//! time ([`jeprof_dumpfmt::read::read_file_stacks_with`]) and keeps, until the dump's memory map
+//! (its last section) says how to name the frames, each stack's distinct addresses as dense
+//! indexes and the one figure shown (about 28 bytes a stack of two frames, where a [`Profile`]
+//! takes about 200); then each distinct address is named once, the stacks are added up per
+//! function, and what remains is each function's name, once (an address nothing names as the
+//! address), and its sums. Its text is written as it is made ([`FunctionTable::write_text`]).
+//! Measured on a dump of a million two-frame stacks, 55 MB, with a million distinct addresses
+//! nothing names: a peak resident size of 2.2 times the dump, where whole dumps took 18 times.
+//! `--collapsed` and flame graphs ([`collapsed`]) still take resolved profiles.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::hash::Hasher as _;
 use std::io;
+use std::path::{Path, PathBuf};
 
-use jeprof_dumpfmt::{Counts, Estimate, Profile};
+use hashbrown::hash_table::{Entry, HashTable};
+use jeprof_dumpfmt::{Counts, Error, Estimate, Profile};
+use rayon::prelude::*;
 use regex::Regex;
 
-use crate::hash::FastMap;
+use crate::hash::{FastHasher, FastMap};
+use crate::maps;
 use crate::names::{self, SkipRules};
-use crate::symbolize::{resolve, Frame, KeyIndex, ResolvedProfile, SymbolizeOptions};
+use crate::symbolize::{
+    unnamed, Chunks, Frame, KeyIndex, RawNames, ResolvedProfile, SymbolizeOptions,
+};
+use crate::{read_dump_stacks, ReadPolicy};
 
 /// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`.
 const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
@@ -141,50 +161,307 @@ fn focus_matches(frames: &[std::sync::Arc<Frame>], focus: &Regex) -> bool {
     })
 }
 
+/// A function's name as a report holds it: spelled out, or an address nothing names, which jeprof
+/// prints as its 16 hex digits (after `0x` when a program or library was looked in). Equal when
+/// they print the same, whatever their form.
+#[derive(Debug, Clone, Copy)]
+pub enum FunctionName<'a> {
+    /// A name spelled out.
+    Text(&'a str),
+    /// An address nothing names.
+    Unnamed {
+        /// The address (the lookup key).
+        key: u64,
+        /// Printed after `0x`.
+        prefixed: bool,
+    },
+}
+
+impl<'a> FunctionName<'a> {
+    /// The name's text; `buffer` holds an address's.
+    fn bytes<'b>(&self, buffer: &'b mut [u8; 18]) -> &'b [u8]
+    where
+        'a: 'b,
+    {
+        match *self {
+            FunctionName::Text(text) => text.as_bytes(),
+            FunctionName::Unnamed { key, prefixed } => {
+                // `{key:016x}`, without the formatting machinery: names are hashed and compared
+                // millions of times.
+                const DIGITS: &[u8; 16] = b"0123456789abcdef";
+                let start = if prefixed { 0 } else { 2 };
+                buffer[..2].copy_from_slice(b"0x");
+                for (i, digit) in buffer[2..].iter_mut().enumerate() {
+                    *digit = DIGITS[((key >> (60 - 4 * i)) & 0xf) as usize];
+                }
+                &buffer[start..]
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for FunctionName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            FunctionName::Text(text) => f.write_str(text),
+            // As [`unnamed`] spells it, without a `String` per row printed.
+            FunctionName::Unnamed {
+                key,
+                prefixed: true,
+            } => write!(f, "0x{key:016x}"),
+            FunctionName::Unnamed {
+                key,
+                prefixed: false,
+            } => write!(f, "{key:016x}"),
+        }
+    }
+}
+
+impl PartialEq for FunctionName<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for FunctionName<'_> {}
+
+impl PartialOrd for FunctionName<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for FunctionName<'_> {
+    /// As their printed names compare.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (*self, *other) {
+            // Same width, same prefix, lowercase hex: the text orders as the number.
+            (
+                FunctionName::Unnamed {
+                    key: a,
+                    prefixed: p,
+                },
+                FunctionName::Unnamed {
+                    key: b,
+                    prefixed: q,
+                },
+            ) if p == q => a.cmp(&b),
+            (a, b) => a.bytes(&mut [0; 18]).cmp(b.bytes(&mut [0; 18])),
+        }
+    }
+}
+
+/// What a [`Names`] entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NameKind {
+    /// Spelled out in `text`: the entry is its index in `spelled_ends`.
+    Text,
+    /// An address nothing names (the entry), printed bare.
+    Unnamed,
+    /// An address nothing names (the entry), printed after `0x`.
+    UnnamedPrefixed,
+}
+
+/// Function names, each stored once, with dense ids: spelled-out ones end to end in one buffer,
+/// addresses nothing names as the address (a raw dump of a million distinct addresses without its
+/// program has a million of those). A `String` per name (24 bytes and an allocation), held again
+/// as the key of a map from name to id, would be most of a report's memory.
+#[derive(Default)]
+struct Names {
+    kinds: Vec<NameKind>,
+    /// Per name, by kind: the index of its end in `spelled_ends`, or the address.
+    entries: Vec<u64>,
+    text: String,
+    /// Spelled-out name `i` is `text[spelled_ends[i - 1]..spelled_ends[i]]` (from 0 for the first).
+    spelled_ends: Vec<usize>,
+    /// The ids, hashed by their printed names.
+    ids: HashTable<u32>,
+}
+
+fn hash_name(name: FunctionName<'_>) -> u64 {
+    let mut hasher = FastHasher::default();
+    hasher.write(name.bytes(&mut [0; 18]));
+    hasher.finish()
+}
+
+/// The parts of a [`Names`] that [`Names::get`] reads (borrowed apart from its `ids`).
+#[derive(Clone, Copy)]
+struct NameParts<'n> {
+    kinds: &'n [NameKind],
+    entries: &'n [u64],
+    text: &'n str,
+    spelled_ends: &'n [usize],
+}
+
+impl<'n> NameParts<'n> {
+    fn get(self, id: u32) -> FunctionName<'n> {
+        let (kind, entry) = (self.kinds[id as usize], self.entries[id as usize]);
+        match kind {
+            NameKind::Text => {
+                let i = entry as usize;
+                let start = if i == 0 { 0 } else { self.spelled_ends[i - 1] };
+                FunctionName::Text(&self.text[start..self.spelled_ends[i]])
+            }
+            NameKind::Unnamed => FunctionName::Unnamed {
+                key: entry,
+                prefixed: false,
+            },
+            NameKind::UnnamedPrefixed => FunctionName::Unnamed {
+                key: entry,
+                prefixed: true,
+            },
+        }
+    }
+}
+
+impl Names {
+    fn len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    fn parts(&self) -> NameParts<'_> {
+        NameParts {
+            kinds: &self.kinds,
+            entries: &self.entries,
+            text: &self.text,
+            spelled_ends: &self.spelled_ends,
+        }
+    }
+
+    fn get(&self, id: u32) -> FunctionName<'_> {
+        self.parts().get(id)
+    }
+
+    /// The id of `name` (of any name that prints the same), a new one on first sight.
+    fn intern(&mut self, name: FunctionName<'_>) -> u32 {
+        let parts = NameParts {
+            kinds: &self.kinds,
+            entries: &self.entries,
+            text: &self.text,
+            spelled_ends: &self.spelled_ends,
+        };
+        let entry = self.ids.entry(
+            hash_name(name),
+            |&id| parts.get(id) == name,
+            |&id| hash_name(parts.get(id)),
+        );
+        match entry {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let id = self.kinds.len() as u32;
+                e.insert(id);
+                match name {
+                    FunctionName::Text(text) => {
+                        self.kinds.push(NameKind::Text);
+                        self.entries.push(self.spelled_ends.len() as u64);
+                        self.text.push_str(text);
+                        self.spelled_ends.push(self.text.len());
+                    }
+                    FunctionName::Unnamed { key, prefixed } => {
+                        self.kinds.push(if prefixed {
+                            NameKind::UnnamedPrefixed
+                        } else {
+                            NameKind::Unnamed
+                        });
+                        self.entries.push(key);
+                    }
+                }
+                id
+            }
+        }
+    }
+
+    /// Frees what only [`Names::intern`] needs, once every name is known.
+    fn forget_lookup(&mut self) {
+        self.ids = HashTable::new();
+    }
+}
+
+/// Per distinct frame, what the report needs of it: whether it is an allocator frame jeprof removes
+/// (a string test, so computed once), whether it matches `--focus`, and its translated function
+/// ids; in flat arrays (a dump of a million distinct addresses has a million of these).
+#[derive(Default)]
+struct Infos {
+    uninteresting: Vec<bool>,
+    /// Empty without `--focus`.
+    focus: Vec<bool>,
+    /// Info `i`'s function ids are `ids[ends[i - 1]..ends[i]]` (from 0 for the first).
+    ends: Vec<usize>,
+    ids: Vec<u32>,
+}
+
+impl Infos {
+    /// Room for `frames` more infos of one id each (the usual), and their `--focus` flags.
+    fn reserve(&mut self, frames: usize, focus: bool) {
+        self.uninteresting.reserve(frames);
+        self.ends.reserve(frames);
+        self.ids.reserve(frames);
+        if focus {
+            self.focus.reserve(frames);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn ids(&self, info: u32) -> &[u32] {
+        let i = info as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.ids[start..self.ends[i]]
+    }
+}
+
 /// Interned function names, and each frame's translated names (`TranslateStack`), computed once per
 /// distinct frame.
 #[derive(Default)]
 struct Translator {
-    names: Vec<String>,
-    ids: FastMap<String, u32>,
-    /// Each distinct frame's dense index into `infos` (one hash lookup per frame of a stack).
+    names: Names,
+    /// [`build`]'s frames: each distinct frame's dense index into `infos` (one hash lookup per
+    /// frame of a stack).
     slots: FastMap<*const Frame, u32>,
-    /// Per distinct frame: whether it is an allocator frame jeprof removes (a string test, so
-    /// cached), and its translated function ids.
-    infos: Vec<(bool, Box<[u32]>)>,
+    infos: Infos,
+    /// A name being made (`… (inline)`), reused.
+    scratch: String,
 }
 
 impl Translator {
-    fn intern(&mut self, name: String) -> u32 {
-        if let Some(&id) = self.ids.get(&name) {
-            return id;
-        }
-        let id = self.names.len() as u32;
-        self.names.push(name.clone());
-        self.ids.insert(name, id);
-        id
+    /// Room for the infos of `frames` distinct frames: sized once, rather than doubled, as every
+    /// doubling leaves the old buffer behind in the allocator's free memory, counted in the
+    /// process's size until it is reused or returned. (Names are not reserved for: a dump's
+    /// frames can name as many new functions as they are, or none.)
+    fn reserve(&mut self, frames: usize, focus: bool) {
+        self.infos.reserve(frames, focus);
     }
 
     /// The dense index of a frame, translating it on first sight.
-    fn slot(&mut self, f: &std::sync::Arc<Frame>, skip: SkipRules) -> u32 {
+    fn slot(&mut self, f: &std::sync::Arc<Frame>, skip: SkipRules, focus: Option<&Regex>) -> u32 {
         let key = std::sync::Arc::as_ptr(f);
         if let Some(&slot) = self.slots.get(&key) {
             return slot;
         }
-        let slot = self.push_info(&f.names, f.symbolized, f.key, skip);
+        let slot = self.push_info(&f.names, f.symbolized, f.key, skip, focus);
         self.slots.insert(key, slot);
         slot
     }
 
-    /// Adds the info of a frame with these names (innermost first) at lookup key `key`: whether it
-    /// is an allocator frame, and its translated functions; returns its index in `infos`.
+    /// Adds the info of a frame with these names (innermost first, as [`Frame::names`] holds
+    /// them) at lookup key `key`: whether it is an allocator frame, whether it matches `focus`
+    /// (its 16-digit key or one of its names, as jeprof's `--focus`), and its translated
+    /// functions; returns its index in `infos`.
     fn push_info<S: AsRef<str>>(
         &mut self,
         names: &[S],
         symbolized: bool,
         key: u64,
         skip: SkipRules,
+        focus: Option<&Regex>,
     ) -> u32 {
+        if let Some(focus) = focus {
+            let matches = focus.is_match(&format!("{key:016x}"))
+                || names.iter().any(|n| focus.is_match(n.as_ref()));
+            self.infos.focus.push(matches);
+        }
         let mut names = names;
         if symbolized && skip.rust_allocator_frames {
             // Rust inlines its allocation shims (and a profiler's `GlobalAlloc`) into the caller,
@@ -196,39 +473,60 @@ impl Translator {
         }
         let function = names.last().map_or("", AsRef::as_ref);
         let uninteresting = symbolized && names::is_uninteresting(function, skip);
-        let ids = self.translate(names, key);
-        self.infos.push((uninteresting, ids));
+        self.translate(names, key);
+        self.infos.uninteresting.push(uninteresting);
+        self.infos.ends.push(self.infos.ids.len());
         (self.infos.len() - 1) as u32
     }
 
-    /// The functions at a frame, innermost first, all but the outermost suffixed ` (inline)`; none
-    /// for an address above `0x7fffffffffffffff`, which jeprof drops.
-    fn translate<S: AsRef<str>>(&mut self, names: &[S], key: u64) -> Box<[u32]> {
-        let mut ids = Vec::with_capacity(names.len());
-        if key <= LAST_USER_ADDRESS {
-            let last = names.len().saturating_sub(1);
-            for (j, n) in names.iter().map(AsRef::as_ref).enumerate() {
-                if n.is_empty() {
-                    continue;
-                }
-                let name = if j < last {
-                    format!("{n} (inline)")
-                } else {
-                    n.to_string()
-                };
-                ids.push(self.intern(name));
-            }
+    /// [`Translator::push_info`] for an address nothing names, whose one name is [`unnamed`]`(key,
+    /// prefixed)`: interned as the address.
+    fn push_unnamed(&mut self, key: u64, prefixed: bool, focus: Option<&Regex>) -> u32 {
+        if let Some(focus) = focus {
+            let matches =
+                focus.is_match(&format!("{key:016x}")) || focus.is_match(&unnamed(key, prefixed));
+            self.infos.focus.push(matches);
         }
-        ids.into_boxed_slice()
+        if key <= LAST_USER_ADDRESS {
+            let id = self.names.intern(FunctionName::Unnamed { key, prefixed });
+            self.infos.ids.push(id);
+        }
+        // Not symbolized: never an allocator frame.
+        self.infos.uninteresting.push(false);
+        self.infos.ends.push(self.infos.ids.len());
+        (self.infos.len() - 1) as u32
+    }
+
+    /// Adds the functions at a frame to `infos.ids`, innermost first, all but the outermost
+    /// suffixed ` (inline)`; none for an address above `0x7fffffffffffffff`, which jeprof drops.
+    fn translate<S: AsRef<str>>(&mut self, names: &[S], key: u64) {
+        if key > LAST_USER_ADDRESS {
+            return;
+        }
+        let last = names.len().saturating_sub(1);
+        for (j, n) in names.iter().map(AsRef::as_ref).enumerate() {
+            if n.is_empty() {
+                continue;
+            }
+            let id = if j < last {
+                self.scratch.clear();
+                self.scratch.push_str(n);
+                self.scratch.push_str(" (inline)");
+                self.names.intern(FunctionName::Text(&self.scratch))
+            } else {
+                self.names.intern(FunctionName::Text(n))
+            };
+            self.infos.ids.push(id);
+        }
     }
 }
 
 /// The function ids of a stack (given as frame slots, already past [`interesting_frames`]) after
 /// `TranslateStack` and `ReduceProfile` (each once), innermost first.
-fn reduced_functions(translator: &Translator, slots: &[u32], out: &mut Vec<u32>) {
+fn reduced_functions(infos: &Infos, slots: &[u32], out: &mut Vec<u32>) {
     out.clear();
     for &s in slots {
-        for &id in translator.infos[s as usize].1.iter() {
+        for &id in infos.ids(s) {
             if !out.contains(&id) {
                 out.push(id);
             }
@@ -236,83 +534,296 @@ fn reduced_functions(translator: &Translator, slots: &[u32], out: &mut Vec<u32>)
     }
 }
 
+/// Which per-function sums a report keeps: 8 bytes a function each, so a report that prints only
+/// flat and cum (or a diff that compares one of them) keeps only those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Columns {
+    flat: bool,
+    cum: bool,
+    variances: bool,
+}
+
+impl Columns {
+    const ALL: Columns = Columns {
+        flat: true,
+        cum: true,
+        variances: true,
+    };
+}
+
+/// A report's figures: the totals and, per function id, flat, cum and their variances (a column
+/// that is not kept stays empty and reads as zero).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sums {
+    total: f64,
+    total_variance: f64,
+    shown_total: f64,
+    flat: Vec<f64>,
+    cum: Vec<f64>,
+    flat_variance: Vec<f64>,
+    cum_variance: Vec<f64>,
+}
+
+/// `column[id] += x` where the column is kept.
+#[inline]
+fn bump(column: &mut [f64], id: usize, x: f64) {
+    if let Some(sum) = column.get_mut(id) {
+        *sum += x;
+    }
+}
+
+fn figure(column: &[f64], id: u32) -> f64 {
+    column.get(id as usize).copied().unwrap_or(0.0)
+}
+
+impl Sums {
+    /// Sizes the kept columns for `functions` ids.
+    fn grow(&mut self, columns: Columns, functions: usize) {
+        let kept = [
+            (&mut self.flat, columns.flat),
+            (&mut self.cum, columns.cum),
+            (&mut self.flat_variance, columns.flat && columns.variances),
+            (&mut self.cum_variance, columns.cum && columns.variances),
+        ];
+        for (column, keep) in kept {
+            if keep && column.len() < functions {
+                column.resize(functions, 0.0);
+            }
+        }
+    }
+
+    fn row<'n>(&self, names: &'n Names, id: u32) -> Row<'n> {
+        Row {
+            name: names.get(id),
+            flat: figure(&self.flat, id),
+            cum: figure(&self.cum, id),
+            flat_variance: figure(&self.flat_variance, id),
+            cum_variance: figure(&self.cum_variance, id),
+        }
+    }
+
+    /// Sum of every entry ([`Report::total`]) and its variance.
+    pub(crate) fn total(&self) -> (f64, f64) {
+        (self.total, self.total_variance)
+    }
+
+    /// Function `id`'s cum (when `cumulative`) or flat figure, and its variance.
+    pub(crate) fn figure(&self, id: u32, cumulative: bool) -> (f64, f64) {
+        if cumulative {
+            (figure(&self.cum, id), figure(&self.cum_variance, id))
+        } else {
+            (figure(&self.flat, id), figure(&self.flat_variance, id))
+        }
+    }
+
+    /// Function ids in jeprof's order: flat, descending, then name.
+    fn jeprof_order(&self, names: &Names) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..names.len() as u32).collect();
+        order.sort_by(|&a, &b| {
+            figure(&self.flat, b)
+                .partial_cmp(&figure(&self.flat, a))
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| names.get(a).cmp(&names.get(b)))
+        });
+        order
+    }
+
+    /// Whether [`write_text`] prints a figure through Perl's `%d` that it cannot hold. Every
+    /// stack's figure is finite and not negative (the reader checks), and every sum adds them in
+    /// stack order, a function's flat over a subset of its cum's stacks and its cum over a subset
+    /// of the total's: since rounding is monotonic, flat ≤ cum ≤ total, so only the total need be
+    /// looked at (the same answer as [`prints_perl_overflow`]'s, which looks at every row).
+    pub(crate) fn prints_perl_overflow(&self, options: &ReportOptions) -> bool {
+        (options.measure.is_objects() || options.show_bytes)
+            && (!self.total.is_finite() || self.total.abs() >= 9_223_372_036_854_775_808.0)
+    }
+}
+
 /// The running state of a text report: figures per interned function.
-#[derive(Default)]
 struct Builder {
-    report: Report,
+    sums: Sums,
+    columns: Columns,
+    skip: SkipRules,
+    focus: Option<Regex>,
     translator: Translator,
-    table: Vec<FunctionFigures>,
     functions: Vec<u32>,
     slots: Vec<u32>,
 }
 
 impl Builder {
-    /// Adds one stack whose frames are in `self.slots` (indexes into the translator's `infos`).
-    /// `frames` (the same frames) is only read for `--focus`.
-    fn add(
-        &mut self,
-        value: f64,
-        variance: f64,
-        focus: Option<(&Regex, &[std::sync::Arc<Frame>])>,
-    ) {
-        self.report.total += value;
-        self.report.total_variance += variance;
+    fn new(options: &ReportOptions, columns: Columns) -> Builder {
+        Builder {
+            sums: Sums::default(),
+            columns,
+            skip: options.skip,
+            focus: options.focus.clone(),
+            translator: Translator::default(),
+            functions: Vec::new(),
+            slots: Vec::new(),
+        }
+    }
+
+    /// Adds one stack whose frames are `slots` (indexes into the translator's `infos`).
+    fn add(&mut self, value: f64, variance: f64, slots: &[u32]) {
+        self.sums.total += value;
+        self.sums.total_variance += variance;
         let infos = &self.translator.infos;
         // jeprof throws away everything up to and including the *last* allocator frame seen
         // from the leaf ([`interesting_frames`]).
-        let cut = self
-            .slots
+        let cut = slots
             .iter()
-            .rposition(|&s| infos[s as usize].0)
+            .rposition(|&s| infos.uninteresting[s as usize])
             .map_or(0, |i| i + 1);
-        if let Some((focus, frames)) = focus {
-            if !focus_matches(&frames[cut..], focus) {
-                return;
-            }
+        let slots = &slots[cut..];
+        if self.focus.is_some() && !slots.iter().any(|&s| infos.focus[s as usize]) {
+            return;
         }
-        reduced_functions(&self.translator, &self.slots[cut..], &mut self.functions);
-        if self.table.len() < self.translator.names.len() {
-            self.table
-                .resize(self.translator.names.len(), FunctionFigures::default());
-        }
+        reduced_functions(infos, slots, &mut self.functions);
+        self.sums.grow(self.columns, self.translator.names.len());
+        let sums = &mut self.sums;
         for (i, &id) in self.functions.iter().enumerate() {
-            let row = &mut self.table[id as usize];
+            let id = id as usize;
             if i == 0 {
-                row.flat += value;
-                row.flat_variance += variance;
-                self.report.shown_total += value;
+                bump(&mut sums.flat, id, value);
+                bump(&mut sums.flat_variance, id, variance);
+                sums.shown_total += value;
             }
-            row.cum += value;
-            row.cum_variance += variance;
+            bump(&mut sums.cum, id, value);
+            bump(&mut sums.cum_variance, id, variance);
         }
     }
 
     fn add_profile(&mut self, profile: &ResolvedProfile, options: &ReportOptions) {
+        let mut slots = std::mem::take(&mut self.slots);
         for stack in &profile.stacks {
             let (value, variance) = options.measure.pick(&stack.counts);
-            self.slots.clear();
+            slots.clear();
             for f in &stack.frames {
-                let slot = self.translator.slot(f, options.skip);
-                self.slots.push(slot);
+                let slot = self.translator.slot(f, self.skip, self.focus.as_ref());
+                slots.push(slot);
             }
-            let focus = options
-                .focus
-                .as_ref()
-                .map(|re| (re, stack.frames.as_slice()));
-            self.add(value, variance, focus);
+            self.add(value, variance, &slots);
         }
+        self.slots = slots;
     }
 
-    fn finish(self) -> Report {
-        let mut report = self.report;
-        let mut rows: Vec<FunctionFigures> = self
-            .table
-            .into_iter()
-            .zip(self.translator.names)
-            .map(|(mut f, name)| {
-                f.name = name;
-                f
-            })
+    /// Adds a dump's stacks, given as its lookup keys ([`KeyIndex`]) and per stack the figure and
+    /// its variance; `profile` gives the symbol section or the memory map, its stacks are not
+    /// read. [`Builder::translate_keys`], then [`Builder::add_translated`].
+    fn add_keyed(
+        &mut self,
+        profile: &Profile,
+        mut index: KeyIndex,
+        figures: impl Iterator<Item = (f64, f64)>,
+        symbolize: &SymbolizeOptions,
+    ) {
+        let info_of = self.translate_keys(profile, &mut index, symbolize);
+        self.add_translated(index, info_of, figures);
+    }
+
+    /// Adds the stacks of a dump whose keys [`Builder::translate_keys`] gave infos, with their
+    /// figures and variances in order.
+    fn add_translated(
+        &mut self,
+        mut index: KeyIndex,
+        info_of: Vec<u32>,
+        figures: impl Iterator<Item = (f64, f64)>,
+    ) {
+        // The keys are done with: the stacks become info indexes in place.
+        index.forget_lookup();
+        index.keys = Chunks::default();
+        for local in &mut index.flat {
+            *local = info_of[*local as usize];
+        }
+        drop(info_of);
+        for (slots, (value, variance)) in index.stacks().zip(figures) {
+            self.add(value, variance, slots);
+        }
+        // The infos belong to this dump's keys; freed, not kept for the next dump (a million
+        // distinct addresses take tens of megabytes of them).
+        self.translator.infos = Infos::default();
+    }
+
+    /// An info (index into `infos`) for each key of `index`, by local index.
+    ///
+    /// With a symbol section, each distinct key is looked up once, walking the section in its own
+    /// order, and (without `--focus`) each distinct entry of raw names is demangled, cleaned,
+    /// translated and tested against the skip list once per dump, the way
+    /// [`crate::merge::Accumulator::add_dump`] does; without one, each distinct key is looked up
+    /// once in the binaries its memory map names, as [`resolve`](crate::resolve) does. Either way
+    /// a key's names are what [`resolve`](crate::resolve) gives its frame, so the report is
+    /// [`build`]'s of the resolved dump.
+    fn translate_keys(
+        &mut self,
+        profile: &Profile,
+        index: &mut KeyIndex,
+        symbolize: &SymbolizeOptions,
+    ) -> Vec<u32> {
+        let (skip, focus) = (self.skip, self.focus.as_ref());
+        let translator = &mut self.translator;
+        translator.reserve(index.keys.len(), focus.is_some());
+        let Some(symbols) = &profile.symbols else {
+            // Keys are taken in order: finding one is no longer needed.
+            index.forget_lookup();
+            let mappings = profile
+                .mapped_libraries
+                .as_deref()
+                .map(maps::parse_maps)
+                .unwrap_or_default();
+            let mut raw = RawNames::new(symbolize, &mappings);
+            return index
+                .keys
+                .iter()
+                .map(|&k| match raw.names(k) {
+                    Ok(names) => translator.push_info(&names, true, k, skip, focus),
+                    Err(prefixed) => translator.push_unnamed(k, prefixed, focus),
+                })
+                .collect();
+        };
+        // Each distinct entry of raw names gets one info, unless `--focus` (which also matches
+        // the key) needs one per key.
+        let mut by_raw: FastMap<&[String], u32> = FastMap::default();
+        const UNRESOLVED: u32 = u32::MAX;
+        let mut info_of = vec![UNRESOLVED; index.keys.len()];
+        for (local, k, raw) in index.named(&symbols.names) {
+            let clean = |raw: &[String]| -> Vec<String> {
+                raw.iter()
+                    .map(|s| names::clean(&names::demangle(s), symbolize.style))
+                    .collect()
+            };
+            info_of[local as usize] = if k > LAST_USER_ADDRESS || focus.is_some() {
+                // Dropped by `TranslateStack` (no functions interned), still an allocator frame
+                // or not, and rare; or, under `--focus`, matched by its own key too: not shared.
+                translator.push_info(&clean(raw), true, k, skip, focus)
+            } else {
+                *by_raw
+                    .entry(raw)
+                    .or_insert_with(|| translator.push_info(&clean(raw), true, k, skip, None))
+            };
+        }
+        for (slot, &k) in info_of.iter_mut().zip(&index.keys) {
+            if *slot == UNRESOLVED {
+                *slot = translator.push_unnamed(k, true, focus);
+            }
+        }
+        info_of
+    }
+
+    fn finish_sums(&mut self) -> Sums {
+        std::mem::take(&mut self.sums)
+    }
+
+    /// Frees what only interning needs, once the last dump's keys are translated.
+    fn finish_names(&mut self) {
+        self.translator.names.forget_lookup();
+    }
+
+    fn finish(mut self) -> Report {
+        let sums = self.finish_sums();
+        let names = self.translator.names;
+        // Every function a frame names, counted or not (zeros print nothing).
+        let mut rows: Vec<FunctionFigures> = (0..names.len() as u32)
+            .map(|id| sums.row(&names, id).to_figures())
             .collect();
         rows.sort_by(|a, b| {
             b.flat
@@ -320,14 +831,18 @@ impl Builder {
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then_with(|| a.name.cmp(&b.name))
         });
-        report.rows = rows;
-        report
+        Report {
+            total: sums.total,
+            total_variance: sums.total_variance,
+            shown_total: sums.shown_total,
+            rows,
+        }
     }
 }
 
 /// Computes the text report of `profiles` added together.
 pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
-    let mut builder = Builder::default();
+    let mut builder = Builder::new(options, Columns::ALL);
     for profile in profiles {
         builder.add_profile(profile, options);
     }
@@ -335,72 +850,241 @@ pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
 }
 
 /// [`build`] straight from parsed dumps (with where each came from, for messages): the same report
-/// as `build(&[resolve(..), ..])`, but a dump with a symbol section (without `--focus`) goes from
-/// addresses to translated functions without building [`Frame`]s, the way
-/// [`crate::merge::Accumulator::add_dump`] does: each distinct address is looked up once per dump,
-/// walking the symbol section in its own order, and each distinct entry of raw names is demangled,
-/// cleaned, translated and tested against the skip list once per report. Other dumps are resolved.
+/// as `build(&[resolve(..), ..])`, without building a [`Frame`] per address: each distinct
+/// address is looked up once per dump (walking a symbol section in its own order), and each
+/// distinct entry of raw names is demangled, cleaned, translated and tested against the skip list
+/// once per dump.
 pub fn build_dumps(
     dumps: &[(Profile, String)],
     symbolize: &SymbolizeOptions,
     options: &ReportOptions,
 ) -> Report {
-    let mut builder = Builder::default();
-    // A raw entry (as written in the dump) to its index in the translator's `infos`.
-    let mut by_raw: FastMap<&[String], u32> = FastMap::default();
-    let mut index = KeyIndex::default();
-    for (profile, source) in dumps {
-        let symbols = match &profile.symbols {
-            Some(symbols) if options.focus.is_none() => symbols,
-            _ => {
-                let resolved = resolve(profile.clone(), source, symbolize);
-                builder.add_profile(&resolved, options);
-                // Its frames are freed here: their addresses may come back for other frames.
-                builder.translator.slots.clear();
-                continue;
-            }
-        };
-        // Pass 1: a dense local index per distinct lookup key, the stacks as local indexes.
+    let mut builder = Builder::new(options, Columns::ALL);
+    for (profile, _) in dumps {
+        let mut index = KeyIndex::default();
         index.rebuild(profile, |_| true);
-        // Pass 2: an info per local index, walking the symbol section in its own order.
-        const UNRESOLVED: u32 = u32::MAX;
-        let mut info_of = vec![UNRESOLVED; index.keys.len()];
-        for (local, k, raw) in index.named(&symbols.names) {
-            let translator = &mut builder.translator;
-            let clean = |raw: &[String]| -> Vec<String> {
-                raw.iter()
-                    .map(|s| names::clean(&names::demangle(s), symbolize.style))
-                    .collect()
-            };
-            info_of[local as usize] = if k > LAST_USER_ADDRESS {
-                // Dropped by `TranslateStack` (no functions interned), still an allocator frame
-                // or not; rare, so not cached.
-                translator.push_info(&clean(raw), true, k, options.skip)
-            } else {
-                *by_raw
-                    .entry(raw)
-                    .or_insert_with(|| translator.push_info(&clean(raw), true, k, options.skip))
-            };
-        }
-        for (slot, &k) in info_of.iter_mut().zip(&index.keys) {
-            if *slot == UNRESOLVED {
-                let name = format!("0x{k:016x}");
-                *slot = builder
-                    .translator
-                    .push_info(&[name], false, k, options.skip);
-            }
-        }
-        // Pass 3: the stacks, in the dump's order.
-        for (stack, locals) in profile.stacks.iter().zip(index.stacks()) {
-            let (value, variance) = options.measure.pick(&stack.counts);
-            builder.slots.clear();
-            builder
-                .slots
-                .extend(locals.iter().map(|&l| info_of[l as usize]));
-            builder.add(value, variance, None);
-        }
+        let figures = profile
+            .stacks
+            .iter()
+            .map(|s| options.measure.pick(&s.counts));
+        builder.add_keyed(profile, index, figures, symbolize);
     }
     builder.finish()
+}
+
+/// One dump read for a report, with its stacks kept as little as a report needs until its memory
+/// map (the end of the file) says how to name their frames: each stack's lookup keys as dense
+/// indexes ([`KeyIndex`]) and the one figure the report shows, with its variance. About 28 bytes a
+/// stack of two frames, where the [`Profile`] holds about 200.
+struct ReportDump {
+    /// The dump without its stacks: the symbol section and the memory map.
+    profile: Profile,
+    index: KeyIndex,
+    values: Chunks<f64>,
+    /// Empty unless variances are reported.
+    variances: Chunks<f64>,
+}
+
+impl ReportDump {
+    fn read(
+        path: &Path,
+        policy: &ReadPolicy<'_>,
+        measure: Measure,
+        variances: bool,
+    ) -> Result<ReportDump, Error> {
+        let mut index = KeyIndex::default();
+        let (mut values, mut kept_variances) = (Chunks::default(), Chunks::default());
+        let profile = read_dump_stacks(path, policy, |so_far, stack| {
+            if index.lens.len() == 0 {
+                index.expect_symbolized(so_far);
+            }
+            index.push_stack(&stack.frames, |_| true);
+            let (value, variance) = measure.pick(&stack.counts);
+            values.push(value);
+            if variances {
+                kept_variances.push(variance);
+            }
+        })?;
+        Ok(ReportDump {
+            profile,
+            index,
+            values,
+            variances: kept_variances,
+        })
+    }
+
+    /// Adds the dump to `builder`; `last`: no other dump follows.
+    fn add_to(self, builder: &mut Builder, symbolize: &SymbolizeOptions, last: bool) {
+        let ReportDump {
+            profile,
+            mut index,
+            values,
+            variances,
+        } = self;
+        let info_of = builder.translate_keys(&profile, &mut index, symbolize);
+        // What the stacks are added up with is made: free the symbol section (a few hundred
+        // bytes an entry) and, after the last dump, the names' lookup, before the sums grow.
+        drop(profile);
+        if last {
+            builder.finish_names();
+        }
+        // Zeros when variances are not kept.
+        let variances = variances.iter().copied().chain(std::iter::repeat(0.0));
+        builder.add_translated(index, info_of, values.iter().copied().zip(variances));
+    }
+}
+
+/// A text report of any size, held compactly: each function's name once in one buffer and its
+/// figures in columns, rows in jeprof's order. [`build_files`] makes one; [`FunctionTable::rows`]
+/// and [`FunctionTable::write_text`] give what [`Report::rows`] and [`format_text`] give for the
+/// same dumps, without a `String` per function or the whole text in memory.
+pub struct FunctionTable {
+    names: Names,
+    sums: Sums,
+    order: Vec<u32>,
+}
+
+/// One function's figures in a [`FunctionTable`] ([`FunctionFigures`], borrowed). A figure the
+/// table does not keep (the variances, unless asked for) reads as zero.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Row<'a> {
+    /// The function as the report prints it.
+    pub name: FunctionName<'a>,
+    /// Sum over the stacks whose first remaining function this is.
+    pub flat: f64,
+    /// Sum over the stacks it appears in (once per stack).
+    pub cum: f64,
+    /// Variance of `flat`.
+    pub flat_variance: f64,
+    /// Variance of `cum`.
+    pub cum_variance: f64,
+}
+
+impl Row<'_> {
+    /// The row as a [`Report`] holds it.
+    pub fn to_figures(&self) -> FunctionFigures {
+        FunctionFigures {
+            name: self.name.to_string(),
+            flat: self.flat,
+            cum: self.cum,
+            flat_variance: self.flat_variance,
+            cum_variance: self.cum_variance,
+        }
+    }
+}
+
+impl<'a> From<&'a FunctionFigures> for Row<'a> {
+    fn from(f: &'a FunctionFigures) -> Row<'a> {
+        Row {
+            name: FunctionName::Text(&f.name),
+            flat: f.flat,
+            cum: f.cum,
+            flat_variance: f.flat_variance,
+            cum_variance: f.cum_variance,
+        }
+    }
+}
+
+impl FunctionTable {
+    /// Sum of every entry ([`Report::total`]).
+    pub fn total(&self) -> f64 {
+        self.sums.total
+    }
+
+    /// Sum of flat figures after filtering ([`Report::shown_total`]).
+    pub fn shown_total(&self) -> f64 {
+        self.sums.shown_total
+    }
+
+    /// The functions in jeprof's order ([`Report::rows`]).
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = Row<'_>> + '_ {
+        self.order.iter().map(|&id| self.sums.row(&self.names, id))
+    }
+
+    /// The same as [`prints_perl_overflow`] on the [`Report`] of the same dumps.
+    pub fn prints_perl_overflow(&self, options: &ReportOptions) -> bool {
+        self.sums.prints_perl_overflow(options)
+    }
+
+    /// Writes the report as [`format_text`] formats it.
+    pub fn write_text(&self, options: &ReportOptions, out: impl io::Write) -> io::Result<()> {
+        write_text(self.total(), self.shown_total(), self.rows(), options, out)
+    }
+}
+
+/// [`build_dumps`] of dump files, reading each one stack at a time: memory holds what the report
+/// keeps (about 28 bytes a stack until the dump's memory map is read, then a name and the figures
+/// per function), never a dump's [`Profile`]. Files are read in parallel, then added in order.
+/// Errors name the file (and line) of the first failing dump in `paths` order.
+pub fn build_files(
+    paths: &[PathBuf],
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<FunctionTable, Error> {
+    let columns = Columns {
+        flat: true,
+        cum: true,
+        variances: options.interval,
+    };
+    let dumps: Vec<ReportDump> = paths
+        .par_iter()
+        .map(|p| ReportDump::read(p, policy, options.measure, columns.variances))
+        .collect::<Result<_, _>>()?;
+    let mut builder = Builder::new(options, columns);
+    let count = dumps.len();
+    for (i, dump) in dumps.into_iter().enumerate() {
+        dump.add_to(&mut builder, symbolize, i + 1 == count);
+    }
+    let sums = builder.finish_sums();
+    let names = builder.translator.names;
+    let order = sums.jeprof_order(&names);
+    Ok(FunctionTable { names, sums, order })
+}
+
+/// Two reports over the same function ids ([`build_file_pair`]), for a diff.
+pub(crate) struct PairedSums {
+    names: Names,
+    pub(crate) base: Sums,
+    pub(crate) new: Sums,
+}
+
+/// The reports of two dump files, read one after the other, whose functions share ids: a diff of
+/// two dumps of millions of stacks holds each function's name once and only the sums it compares
+/// (`cum` or flat, with their variances).
+pub(crate) fn build_file_pair(
+    base: &Path,
+    new: &Path,
+    cumulative: bool,
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<PairedSums, Error> {
+    let columns = Columns {
+        flat: !cumulative,
+        cum: cumulative,
+        variances: true,
+    };
+    let mut builder = Builder::new(options, columns);
+    ReportDump::read(base, policy, options.measure, true)?.add_to(&mut builder, symbolize, false);
+    let base = builder.finish_sums();
+    ReportDump::read(new, policy, options.measure, true)?.add_to(&mut builder, symbolize, true);
+    let mut new = builder.finish_sums();
+    let names = builder.translator.names;
+    new.grow(columns, names.len());
+    let mut base = base;
+    base.grow(columns, names.len());
+    Ok(PairedSums { names, base, new })
+}
+
+impl PairedSums {
+    pub(crate) fn name(&self, id: u32) -> FunctionName<'_> {
+        self.names.get(id)
+    }
+
+    pub(crate) fn functions(&self) -> usize {
+        self.names.len()
+    }
 }
 
 /// Perl's `sprintf("%d", $x)` for a double: truncation toward zero, with Perl's conversions past the
@@ -479,15 +1163,25 @@ pub fn percent(x: f64, total: f64) -> String {
 
 /// Formats `report` exactly as `jeprof --text` prints it (plus interval columns on request).
 pub fn format_text(report: &Report, options: &ReportOptions) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
+    let rows = report.rows.iter().map(Row::from);
+    // Writing to a `Vec` cannot fail, and every name is a `String`: the text is UTF-8.
+    let _ = write_text(report.total, report.shown_total, rows, options, &mut out);
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// [`format_text`] of a report given as its totals and its rows in jeprof's order, written to
+/// `out` as it goes.
+fn write_text<'a>(
+    total: f64,
+    shown_total: f64,
+    rows: impl Iterator<Item = Row<'a>>,
+    options: &ReportOptions,
+    mut out: impl io::Write,
+) -> io::Result<()> {
     let (m, b) = (options.measure, options.show_bytes);
-    if report.total != 0.0 {
-        let _ = writeln!(
-            out,
-            "Total: {} {}",
-            unparse(report.total, m, b),
-            units(m, b)
-        );
+    if total != 0.0 {
+        writeln!(out, "Total: {} {}", unparse(total, m, b), units(m, b))?;
     }
     // The intervals are ours, not jeprof's: printed as the numbers they are (no Perl `%d`
     // wrap-around), and `inf` where a variance overflowed.
@@ -497,7 +1191,7 @@ pub fn format_text(report: &Report, options: &ReportOptions) -> String {
     };
     let mut running = 0.0;
     let mut printed = 0usize;
-    for row in &report.rows {
+    for row in rows {
         running += row.flat;
         if row.flat == 0.0 && row.cum == 0.0 {
             continue;
@@ -506,26 +1200,26 @@ pub fn format_text(report: &Report, options: &ReportOptions) -> String {
             break;
         }
         printed += 1;
-        let _ = write!(
+        write!(
             out,
             "{:>8} {:>6} {:>6} {:>8} {:>6} ",
             unparse(row.flat, m, b),
-            percent(row.flat, report.shown_total),
-            percent(running, report.shown_total),
+            percent(row.flat, shown_total),
+            percent(running, shown_total),
             unparse(row.cum, m, b),
-            percent(row.cum, report.shown_total),
-        );
+            percent(row.cum, shown_total),
+        )?;
         if options.interval {
-            let _ = write!(
+            write!(
                 out,
                 "{:>21} {:>21} ",
                 interval(row.flat, row.flat_variance),
                 interval(row.cum, row.cum_variance)
-            );
+            )?;
         }
-        let _ = writeln!(out, "{}", row.name);
+        writeln!(out, "{}", row.name)?;
     }
-    out
+    Ok(())
 }
 
 /// The header line `format_text` prints above interval columns, for `--interval`.
@@ -618,6 +1312,7 @@ pub fn flamegraph(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resolve;
 
     #[test]
     fn inlined_rust_allocator_shims_give_the_address_to_its_first_real_function() {
@@ -631,11 +1326,13 @@ mod tests {
         ];
         let functions = |skip: SkipRules| {
             let mut t = Translator::default();
-            let info = t.push_info(&names, true, 0x1000, skip) as usize;
-            let (uninteresting, ids) = &t.infos[info];
+            let info = t.push_info(&names, true, 0x1000, skip, None);
+            let uninteresting = t.infos.uninteresting[info as usize];
             assert!(!uninteresting);
-            ids.iter()
-                .map(|&id| t.names[id as usize].clone())
+            t.infos
+                .ids(info)
+                .iter()
+                .map(|&id| t.names.get(id).to_string())
                 .collect::<Vec<_>>()
         };
         assert_eq!(

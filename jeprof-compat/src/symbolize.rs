@@ -7,13 +7,15 @@
 //! processes of one build whatever ASLR did.
 
 use std::collections::HashMap;
+use std::hash::Hasher as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use hashbrown::hash_table::{Entry, HashTable};
 use jeprof_dumpfmt::model::symbol_key;
 use jeprof_dumpfmt::{Counts, Profile};
 
-use crate::hash::FastMap;
+use crate::hash::{FastHasher, FastMap};
 use crate::maps::{self, Mapping};
 use crate::names::{self, NameStyle};
 
@@ -64,6 +66,16 @@ pub(crate) fn unsymbolized_identity(key: u64, module: Option<(&str, u64)>) -> St
             format!("{file}+0x{offset:x}")
         }
         None => format!("0x{key:016x}"),
+    }
+}
+
+/// The name jeprof prints for an address nothing names: its 16 hex digits, after `0x` when a
+/// program or library was looked in (`prefixed`; always, for a dump with a symbol section).
+pub(crate) fn unnamed(key: u64, prefixed: bool) -> String {
+    if prefixed {
+        format!("0x{key:016x}")
+    } else {
+        format!("{key:016x}")
     }
 }
 
@@ -151,47 +163,157 @@ pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> Re
     }
 }
 
+/// Elements in each chunk of a [`Chunks`] but the last.
+const CHUNK: usize = 1 << 14;
+
+/// An append-only list kept in chunks of [`CHUNK`] elements, so that growing never copies or frees
+/// what is there. A `Vec` doubles, leaving its old buffer to the allocator, which keeps it
+/// resident for reuse: for the lists of a dump of a million stacks, tens of megabytes of a
+/// report's peak. The first chunk grows as a `Vec` does (a small dump stays small).
+#[derive(Debug)]
+pub(crate) struct Chunks<T> {
+    /// Every chunk but the last holds exactly `CHUNK` elements.
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Default for Chunks<T> {
+    fn default() -> Chunks<T> {
+        Chunks {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> Chunks<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn push(&mut self, value: T) {
+        match self.chunks.last_mut() {
+            Some(last) if last.len() < CHUNK => last.push(value),
+            _ => {
+                let mut chunk = if self.chunks.is_empty() {
+                    Vec::new()
+                } else {
+                    Vec::with_capacity(CHUNK)
+                };
+                chunk.push(value);
+                self.chunks.push(chunk);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Element `i` (below `len`).
+    pub(crate) fn get(&self, i: usize) -> &T {
+        &self.chunks[i / CHUNK][i % CHUNK]
+    }
+
+    pub(crate) fn iter(&self) -> std::iter::Flatten<std::slice::Iter<'_, Vec<T>>> {
+        self.chunks.iter().flatten()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Chunks<T> {
+    type Item = &'a T;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// A dump's jeprof lookup keys ([`symbol_key`]) as dense local indexes: the first pass of every
-/// symbolized fast path (report, resolve, merge). Walking the stacks' frame lists once gives each
-/// distinct key an index in first-seen order (`keys[i]` is index i's key) and turns the frames into
-/// indexes in one flat list (stack j takes the next `lens[j]` entries); [`KeyIndex::named`] then walks
-/// the symbol section in its own order (sequential memory, where lookups in stack order would miss
-/// the cache on every entry).
+/// symbolized fast path (report, resolve, merge), and what a text report keeps of a dump's stacks
+/// while it reads them. Walking the stacks' frame lists once gives each distinct key an index in
+/// first-seen order (`keys[i]` is index i's key) and turns the frames into indexes in one flat list
+/// (stack j takes the next `lens[j]` entries): 4 bytes a frame and 4 a stack, plus about 13 a
+/// distinct key, where a `Vec<u64>` per stack costs 24 bytes and 8 a frame. [`KeyIndex::named`] then
+/// walks the symbol section in its own order (sequential memory, where lookups in stack order would
+/// miss the cache on every entry).
 #[derive(Debug, Default)]
 pub(crate) struct KeyIndex {
-    pub(crate) local_of: FastMap<u64, u32>,
-    pub(crate) keys: Vec<u64>,
+    /// Indexes into `keys`, hashed by the key they hold (4 bytes a slot; a map from key to index
+    /// would hold each key a second time).
+    local_of: HashTable<u32>,
+    pub(crate) keys: Chunks<u64>,
     pub(crate) flat: Vec<u32>,
-    pub(crate) lens: Vec<usize>,
+    pub(crate) lens: Chunks<u32>,
+}
+
+fn hash_key(key: u64) -> u64 {
+    let mut hasher = FastHasher::default();
+    hasher.write_u64(key);
+    hasher.finish()
 }
 
 impl KeyIndex {
     /// Rebuilds the index for `profile`, leaving out the keys for which `keep` is false.
     pub(crate) fn rebuild(&mut self, profile: &Profile, keep: impl Fn(u64) -> bool) {
-        self.local_of.clear();
-        self.keys.clear();
-        self.flat.clear();
-        self.lens.clear();
-        if let Some(symbols) = &profile.symbols {
-            self.local_of.reserve(symbols.names.len());
-        }
+        *self = KeyIndex::default();
+        self.expect_symbolized(profile);
         for stack in &profile.stacks {
-            let before = self.flat.len();
-            for (i, &address) in stack.frames.iter().enumerate() {
-                let k = symbol_key(i, address);
-                if !keep(k) {
-                    continue;
-                }
-                let next = self.keys.len() as u32;
-                let keys = &mut self.keys;
-                let local = *self.local_of.entry(k).or_insert_with(|| {
-                    keys.push(k);
-                    next
-                });
-                self.flat.push(local);
-            }
-            self.lens.push(self.flat.len() - before);
+            self.push_stack(&stack.frames, &keep);
         }
+    }
+
+    /// Sizes the key lookup once for a dump with a symbol section, which names (about) every key
+    /// its stacks have, rather than growing it key by key.
+    pub(crate) fn expect_symbolized(&mut self, profile: &Profile) {
+        if let Some(symbols) = &profile.symbols {
+            let keys = &self.keys;
+            self.local_of
+                .reserve(symbols.names.len(), |&l| hash_key(*keys.get(l as usize)));
+        }
+    }
+
+    /// Adds a stack (frame addresses as the dump gives them), leaving out the keys for which
+    /// `keep` is false.
+    pub(crate) fn push_stack(&mut self, frames: &[u64], keep: impl Fn(u64) -> bool) {
+        let before = self.flat.len();
+        for (i, &address) in frames.iter().enumerate() {
+            let k = symbol_key(i, address);
+            if !keep(k) {
+                continue;
+            }
+            let local = self.intern(k);
+            self.flat.push(local);
+        }
+        // A stack is one line of at most `MAX_LINE` (16 MiB) bytes, so far fewer than 2^32 frames.
+        self.lens.push((self.flat.len() - before) as u32);
+    }
+
+    fn intern(&mut self, key: u64) -> u32 {
+        let keys = &self.keys;
+        let entry = self.local_of.entry(
+            hash_key(key),
+            |&l| *keys.get(l as usize) == key,
+            |&l| hash_key(*keys.get(l as usize)),
+        );
+        match entry {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let local = self.keys.len() as u32;
+                e.insert(local);
+                self.keys.push(key);
+                local
+            }
+        }
+    }
+
+    /// The local index of `key`, if a stack has it.
+    fn local(&self, key: u64) -> Option<u32> {
+        self.local_of
+            .find(hash_key(key), |&l| *self.keys.get(l as usize) == key)
+            .copied()
+    }
+
+    /// Frees what only finding a key's index needs, once every index is known.
+    pub(crate) fn forget_lookup(&mut self) {
+        self.local_of = HashTable::new();
     }
 
     /// The symbol-section entries with names for keys of this index, in the section's order, as
@@ -203,10 +325,7 @@ impl KeyIndex {
         table
             .iter()
             .filter(|(_, raw)| !raw.is_empty())
-            .filter_map(move |(&k, raw)| {
-                let &local = self.local_of.get(&k)?;
-                Some((local, k, raw.as_slice()))
-            })
+            .filter_map(move |(&k, raw)| Some((self.local(k)?, k, raw.as_slice())))
             // Each key is in the section once: stop once every key has been found.
             .take(self.keys.len())
     }
@@ -215,6 +334,7 @@ impl KeyIndex {
     pub(crate) fn stacks(&self) -> impl Iterator<Item = &[u32]> + '_ {
         let mut start = 0;
         self.lens.iter().map(move |&len| {
+            let len = len as usize;
             let stack = &self.flat[start..start + len];
             start += len;
             stack
@@ -272,7 +392,7 @@ fn resolve_symbolized(
         .zip(keys)
         .map(|(f, &key)| {
             f.unwrap_or_else(|| {
-                let full_names = vec![format!("0x{key:016x}")];
+                let full_names = vec![unnamed(key, true)];
                 Arc::new(Frame {
                     key,
                     names: full_names.clone(),
@@ -302,7 +422,43 @@ struct Resolver<'a> {
     cache: FastMap<u64, Arc<Frame>>,
 }
 
+/// Names for the addresses of a raw dump (no symbol section), one address at a time, as
+/// [`resolve`] gives its frames, without keeping a [`Frame`] per address (a text report needs the
+/// names once; [`resolve`] keeps every frame, which for a million distinct addresses is hundreds of
+/// megabytes).
+pub(crate) struct RawNames<'a> {
+    resolver: Resolver<'a>,
+}
+
+impl<'a> RawNames<'a> {
+    pub(crate) fn new(options: &'a SymbolizeOptions, mappings: &'a [Mapping]) -> RawNames<'a> {
+        RawNames {
+            resolver: Resolver {
+                options,
+                mappings,
+                objects: HashMap::new(),
+                cache: FastMap::default(),
+            },
+        }
+    }
+
+    /// The names at lookup key `key`, as [`Frame::names`] holds them when [`Frame::symbolized`],
+    /// or, when nothing names it, whether its name ([`unnamed`]) has `0x`.
+    pub(crate) fn names(&mut self, key: u64) -> Result<Vec<String>, bool> {
+        let mapping = maps::find(self.resolver.mappings, key);
+        let full_names = self.resolver.lookup_raw(key, mapping)?;
+        Ok(self.resolver.clean(&full_names))
+    }
+}
+
 impl Resolver<'_> {
+    fn clean(&self, full_names: &[String]) -> Vec<String> {
+        full_names
+            .iter()
+            .map(|s| names::clean(s, self.options.style))
+            .collect()
+    }
+
     fn frame(&mut self, key: u64) -> Arc<Frame> {
         if let Some(f) = self.cache.get(&key) {
             return f.clone();
@@ -312,12 +468,12 @@ impl Resolver<'_> {
             .filter(|m| m.is_file())
             .map(|m| (Arc::<str>::from(m.path.as_str()), m.file_offset(key)));
         // Dumps with a symbol section go through `resolve_symbolized`; this resolver reads binaries.
-        let (full_names, symbolized) = self.lookup_raw(key, mapping);
+        let (full_names, symbolized) = match self.lookup_raw(key, mapping) {
+            Ok(names) => (names, true),
+            Err(prefixed) => (vec![unnamed(key, prefixed)], false),
+        };
         let names = if symbolized {
-            full_names
-                .iter()
-                .map(|s| names::clean(s, self.options.style))
-                .collect()
+            self.clean(&full_names)
         } else {
             full_names.clone()
         };
@@ -332,17 +488,13 @@ impl Resolver<'_> {
         frame
     }
 
-    fn lookup_raw(&mut self, key: u64, mapping: Option<&Mapping>) -> (Vec<String>, bool) {
+    /// The names at `key` in the binaries, or, when nothing names it, whether jeprof prints it
+    /// with `0x` ([`unnamed`]).
+    fn lookup_raw(&mut self, key: u64, mapping: Option<&Mapping>) -> Result<Vec<String>, bool> {
         // jeprof prints `0x<key>` when it ran its tools on a program (every address falls in its
         // catch-all entry for the program), the bare key when there was nothing to look in.
         let has_binary = self.options.binary.is_some();
-        let unknown = || {
-            if has_binary {
-                (vec![format!("0x{key:016x}")], false)
-            } else {
-                (vec![format!("{key:016x}")], false)
-            }
-        };
+        let unknown = || Err(has_binary);
         let (path, file_offset) = match mapping {
             Some(m)
                 if m.is_file()
@@ -375,10 +527,7 @@ impl Resolver<'_> {
             Some(off) => object.vaddr_of_file_offset(off),
             None => Some(key),
         };
-        match probe.and_then(|p| object.names_at(p)) {
-            Some(names) => (names, true),
-            None => (vec![format!("0x{key:016x}")], false),
-        }
+        probe.and_then(|p| object.names_at(p)).ok_or(true)
     }
 }
 
