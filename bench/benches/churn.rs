@@ -26,14 +26,19 @@ use jeprof_bench::{self_check, tables};
 #[derive(Parser)]
 #[command(
     name = "churn",
+    bin_name = "cargo bench -p jeprof-bench --bench churn --",
     after_help = "\
-Examples (each after `cargo bench -p jeprof-bench --bench churn --`):
-  (no flags)                                         every mode, 9 rounds of 2 x 20 M, sample cost, dump
-  --modes again,off,fp --rounds 2000 --allocations 2000000            tight intervals, about 12 min
-  --warmup 200000 --modes again,off,fp --rounds 200 --allocations 2000000        steady state only
+Examples (after `cargo bench -p jeprof-bench --bench churn --`):
+  (nothing)               every mode, 9 rounds of 2 x 20 M, then the sample cost and the dump
+  --modes again,off,fp --rounds 2000 --allocations 2000000
+                          tight intervals for three rows (many short rounds)
+  --warmup 200000 --modes again,off,fp --rounds 200 --allocations 2000000
+                          steady state: the cost per allocation of a long-running process
   --modes off,fp --rates 131072,2097152,67108864 --rounds 600 --allocations 2000000
-  --layouts target/layouts --warmup 200000 --modes again,off,fp --rounds 200 --allocations 2000000
-Frame pointers everywhere (so the fp unwinder sees whole stacks): RUSTFLAGS=\"-C force-frame-pointers=yes\".
+                          the cost per sample, read off several periods
+  --layouts target/layouts --warmup 200000 --modes again,off,fp --rounds 200
+                          averaged over code layouts (bench/build-layouts.sh)
+Build with RUSTFLAGS=\"-C force-frame-pointers=yes\" so the fp unwinder sees whole stacks.
 Exit status: 0; 1 when a child failed or the self-check found a problem; 2 on bad flags."
 )]
 struct Cli {

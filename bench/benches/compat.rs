@@ -37,6 +37,7 @@ use jeprof_dumpfmt::{Counts, Estimate, Profile, Stack, SymbolTable, WriteOptions
 #[derive(Parser)]
 #[command(
     name = "compat",
+    bin_name = "cargo bench -p jeprof-bench --bench compat --",
     after_help = "Exit status: 0; 1 when a tool failed; 2 on bad flags or no jeprof-compat binary."
 )]
 struct Cli {
