@@ -1,0 +1,138 @@
+//! Child of the churn runner (`cargo bench -p jeprof-bench --bench churn`): the churn, the cost of
+//! one sample, and the time of a dump, under `jeprof_shim::Profiled<Jemalloc>`. Its settings come
+//! from `JEPROF_SHIM`, which the shim reads at start-up; it prints `key value` lines.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use jeprof_bench::workload::{self, Churn};
+
+#[global_allocator]
+static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
+    jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
+
+/// Child of the churn runner under the shim; settings in `JEPROF_SHIM`.
+#[derive(Parser)]
+#[command(name = "churn-shim")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// The churn; prints elapsed_ns, cpu_ns, samples, unwinder.
+    Churn(Churn),
+    /// Times allocations of 64 B made 40 frames deep, first with the configured sampling, then
+    /// with sampling off; prints sampled_ns and unsampled_ns per allocation, samples, frames.
+    SampleCost {
+        /// Allocations per timed batch.
+        #[arg(long, default_value_t = 20_000)]
+        allocations: u64,
+    },
+    /// Keeps that many 32-byte blocks live over 64 distinct stacks, then times a raw dump and
+    /// two symbolized ones.
+    Dump {
+        /// Live blocks (every one is a sample with `sample_rate:1`).
+        #[arg(long, default_value_t = 100_000)]
+        live: u64,
+    },
+}
+
+fn main() {
+    match Cli::parse().task {
+        Task::Churn(churn) => {
+            workload::print_timing(&workload::run(&churn));
+            let stats = jeprof_shim::stats();
+            println!("samples {}", stats.samples_taken);
+            println!("unwinder {:?}", stats.unwinder);
+        }
+        Task::SampleCost { allocations } => sample_cost(allocations as usize),
+        Task::Dump { live } => dump_time(live as usize),
+    }
+}
+
+/// Recurses `depth` frames, then runs `f`: every allocation `f` makes has a deep stack.
+#[inline(never)]
+fn at_depth<R>(depth: usize, f: &mut dyn FnMut() -> R) -> R {
+    if depth == 0 {
+        return f();
+    }
+    let r = at_depth(depth - 1, f);
+    // Keeps the recursion from becoming a loop (a tail call).
+    black_box(depth);
+    r
+}
+
+fn sample_cost(n: usize) {
+    let mut kept: Vec<Box<[u8; 64]>> = Vec::with_capacity(2 * n);
+    let time_batch = |kept: &mut Vec<Box<[u8; 64]>>| {
+        at_depth(40, &mut || {
+            let start = Instant::now();
+            for _ in 0..n {
+                kept.push(Box::new([1u8; 64]));
+            }
+            start.elapsed().as_nanos() as f64 / n as f64
+        })
+    };
+    // Warm up (arena creation, table growth), then measure.
+    time_batch(&mut kept);
+    kept.clear();
+    let before = jeprof_shim::stats().samples_taken;
+    let sampled = time_batch(&mut kept);
+    let taken = jeprof_shim::stats().samples_taken - before;
+    let profile = jeprof_shim::snapshot();
+    let frames = profile
+        .stacks
+        .iter()
+        .map(|s| s.frames.len())
+        .max()
+        .unwrap_or(0);
+    drop(profile);
+    kept.clear();
+    jeprof_shim::set_sample_rate(0);
+    let unsampled = time_batch(&mut kept);
+    println!("sampled_ns {sampled:.0}");
+    println!("unsampled_ns {unsampled:.0}");
+    println!("samples {taken}");
+    println!("frames {frames}");
+}
+
+fn dump_time(live: usize) {
+    let mut kept: Vec<Box<[u8; 32]>> = Vec::with_capacity(live);
+    for i in 0..live {
+        // 64 distinct stacks.
+        at_depth(4 + i % 64, &mut || kept.push(Box::new([2u8; 32])));
+    }
+    let stats = jeprof_shim::stats();
+    println!("live_samples {}", stats.live_samples);
+    println!("distinct_stacks {}", stats.distinct_stacks);
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        eprintln!("churn-shim dump: {what}: {e}");
+        std::process::exit(1)
+    };
+    jeprof_shim::configure("symbolize:false").unwrap_or_else(|e| fail("configure", &e));
+    let mut buf = Vec::with_capacity(64 << 20);
+    let start = Instant::now();
+    jeprof_shim::dump_to(&mut buf).unwrap_or_else(|e| fail("raw dump", &e));
+    println!("raw_dump_ms {:.1}", start.elapsed().as_secs_f64() * 1e3);
+    println!("raw_dump_bytes {}", buf.len());
+    jeprof_shim::configure("symbolize:true").unwrap_or_else(|e| fail("configure", &e));
+    for pass in ["first", "second"] {
+        buf.clear();
+        let start = Instant::now();
+        jeprof_shim::dump_to(&mut buf).unwrap_or_else(|e| fail("symbolized dump", &e));
+        println!(
+            "symbolized_dump_ms_{pass} {:.1}",
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    println!("symbolized_dump_bytes {}", buf.len());
+    let cost = jeprof_shim::stats().last_symbolization.unwrap_or_default();
+    println!("symbolized_addresses {}", cost.addresses);
+    println!("symbolizer_peak_bytes {}", cost.peak_bytes);
+    println!("symbolizer_retained_bytes {}", cost.retained_bytes);
+    println!("metadata_bytes {}", jeprof_shim::stats().metadata_bytes);
+    black_box(kept);
+}

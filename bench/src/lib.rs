@@ -1,0 +1,25 @@
+//! Measurements of jeprof-shim and jeprof-compat, kept out of the product crates: they carry no
+//! measuring features or bench targets, and nothing here is published.
+//!
+//! - The **churn** (`cargo bench -p jeprof-bench --bench churn`): a multi-threaded allocation churn
+//!   under plain jemalloc, the shim in several modes, and jemalloc's own profiler, each mode a
+//!   child process ([`modes`]: `churn-plain` or `churn-shim`), interleaved over rounds in a new
+//!   random order ([`runner`]), compared with plain jemalloc by paired ratios with bootstrap
+//!   intervals and, over code layouts, geometric means ([`stats`], [`tables`]).
+//! - The **tools** (`cargo bench -p jeprof-bench --bench compat`): a fleet merge and reports of
+//!   `jeprof-compat` against the real jeprof.
+//!
+//! Under `cargo test` each bench runs its quick self-check instead ([`self_check`] for the churn),
+//! which fails when a mode's child fails or prints nothing. `bench/README.md` says how to run and
+//! read them; `bench/RESULTS.md` holds the figures, dated, with the commands that produced them.
+//! Benchmarks print ratios; they are never assertions.
+
+// The only `unsafe` here is the two CPU clocks of `workload`, allowed there alone.
+#![deny(unsafe_code)]
+
+pub mod modes;
+pub mod runner;
+pub mod self_check;
+pub mod stats;
+pub mod tables;
+pub mod workload;
