@@ -14,8 +14,7 @@
 //! read them; `bench/RESULTS.md` holds the figures, dated, with the commands that produced them.
 //! Benchmarks print ratios; they are never assertions.
 
-// The only `unsafe` here is the two CPU clocks of `workload`, allowed there alone.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod modes;
 pub mod runner;

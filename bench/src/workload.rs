@@ -111,40 +111,30 @@ pub fn print_timing(timing: &Timing) {
     println!("cpu_ns {}", timing.cpu.as_nanos());
 }
 
-// The two clocks go through libc, not rustix: rustix reads the vDSO itself and crashes under
-// valgrind, which has none (rustix issue #1559), and callgrind runs these children.
-
-/// `clock` read through libc's `clock_gettime`.
-#[allow(unsafe_code)]
-fn cpu_clock(clock: libc::clockid_t) -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through the pointer, which points at `ts`, a
-    // live, writable timespec; the CPU clocks it is called with exist on every Linux.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    if rc != 0 {
+/// `clock` read through `clock_gettime` (nix's safe wrapper over libc's; see `Cargo.toml` for why
+/// not rustix).
+fn cpu_clock(clock: nix::time::ClockId) -> Duration {
+    match nix::time::clock_gettime(clock) {
+        // A CPU clock is never negative; a value that were would read as zero.
+        Ok(ts) => Duration::new(
+            u64::try_from(ts.tv_sec()).unwrap_or(0),
+            u32::try_from(ts.tv_nsec()).unwrap_or(0),
+        ),
         // Unreachable for the CPU clocks on Linux; zero makes the figure obviously wrong rather
         // than a panic inside a timed child.
-        return Duration::ZERO;
+        Err(_) => Duration::ZERO,
     }
-    // A CPU clock is never negative; a value that were would read as zero.
-    Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    )
 }
 
 /// The calling thread's CPU time so far.
 pub fn thread_cpu_time() -> Duration {
-    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
+    cpu_clock(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// This process's CPU time so far (user + system, all threads). Less disturbed than wall time
 /// when other processes compete for the cores.
 pub fn process_cpu_time() -> Duration {
-    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+    cpu_clock(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 #[cfg(test)]
