@@ -76,6 +76,14 @@ fn prefix(f: &mut fmt::Formatter<'_>, file: &Option<PathBuf>) -> fmt::Result {
     }
 }
 
+/// `file:line: `, or `line N: ` without a file.
+fn at_line(f: &mut fmt::Formatter<'_>, file: &Option<PathBuf>, line_number: usize) -> fmt::Result {
+    match file {
+        Some(p) => write!(f, "{}:{line_number}: ", p.display()),
+        None => write!(f, "line {line_number}: "),
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -89,10 +97,7 @@ impl fmt::Display for Error {
                 line,
                 expected,
             } => {
-                match file {
-                    Some(p) => write!(f, "{}:{line_number}: ", p.display())?,
-                    None => write!(f, "line {line_number}: ")?,
-                }
+                at_line(f, file, *line_number)?;
                 write!(f, "expected {expected}, found {line:?}")
             }
             Error::Truncated {
@@ -100,10 +105,7 @@ impl fmt::Display for Error {
                 line_number,
                 what,
             } => {
-                match file {
-                    Some(p) => write!(f, "{}:{line_number}: ", p.display())?,
-                    None => write!(f, "line {line_number}: ")?,
-                }
+                at_line(f, file, *line_number)?;
                 write!(f, "truncated dump: {what}")
             }
             Error::Invalid(what) => write!(f, "invalid profile: {what}"),
