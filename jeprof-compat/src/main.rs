@@ -410,7 +410,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     b.inc(1);
                 }
             };
-            let acc = jeprof_compat::merge_files(
+            let acc = jeprof_compat::merge::merge_files(
                 &args.dumps,
                 &args.common.symbolize(),
                 &args.common.read_policy(),
