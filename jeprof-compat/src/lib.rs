@@ -1,17 +1,20 @@
 //! # jeprof-compat: jeprof's reports without Perl, a fleet merge that unbiases before it sums
 //!
 //! A library (and the `jeprof-compat` binary, a thin command line over it) for jemalloc `heap_v2`
-//! heap profiles.
+//! heap profiles. The binary parses arguments and prints; what it reads, how, and what it computes
+//! are decided here.
 //!
 //! ## Modules
 //! - [`report`]: jeprof's `--text` report with the same numbers as the Perl script (same per-entry
 //!   unbiasing, allocator frames removed the same way, recursion counted once per stack, same sort
 //!   and formatting; [`report::build_files`] folds dump files as they are read), folded stacks
-//!   (`--collapsed`) and flame graphs (inferno), and per-function 95% confidence intervals;
+//!   (`--collapsed`, [`report::collapsed_files`]) and flame graphs (inferno), and per-function 95%
+//!   confidence intervals;
 //! - [`merge`]: any number of dumps, from different processes (addresses normalised to module +
 //!   file offset through each dump's memory map), different builds (merged by function name where
 //!   symbols exist) and different sample periods, added up after each is unbiased
-//!   ([`merge::merge_files`]);
+//!   ([`merge::merge_files`]), and how the result's figures become integers
+//!   ([`merge::OutputRounding`]);
 //! - [`pprof`]: `profile.proto` output;
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);

@@ -1268,6 +1268,28 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
     lines
 }
 
+/// [`collapsed`] of dump files. Folded stacks need every stack's frames with their full names, so
+/// each dump is read and resolved whole ([`crate::load_all`]: in memory 10 to 14 times its size),
+/// where the text report ([`build_files`]) folds dumps as they are read. Errors name the file (and
+/// line) of the first failing dump in `paths` order.
+pub fn collapsed_files(
+    paths: &[PathBuf],
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<Vec<(String, f64)>, Error> {
+    let profiles = crate::load_all(paths, symbolize, policy)?;
+    Ok(collapsed(&profiles, options))
+}
+
+/// The title of a flame graph of `paths` added up: the measure, and the dump or how many.
+pub fn flamegraph_title(options: &ReportOptions, paths: &[PathBuf]) -> String {
+    match paths {
+        [one] => format!("{}: {}", options.measure.name(), one.display()),
+        many => format!("{}: {} dumps added up", options.measure.name(), many.len()),
+    }
+}
+
 /// Formats [`collapsed`] output.
 pub fn format_collapsed(lines: &[(String, f64)]) -> String {
     let mut out = String::new();
