@@ -22,7 +22,7 @@ pub enum Error {
     /// [`crate::report::flamegraph`]: no folded stack holds a whole unit, so there is nothing to
     /// draw (inferno draws whole units only).
     NothingToDraw {
-        /// The unit of the measure drawn (`objects`, `bytes`, `MB`).
+        /// The unit of the measure drawn (`objects` or `B`).
         unit: &'static str,
     },
     /// [`crate::report::flamegraph`]: inferno failed, writing the SVG included.
@@ -59,5 +59,42 @@ impl std::error::Error for Error {
 impl From<jeprof_dumpfmt::Error> for Error {
     fn from(e: jeprof_dumpfmt::Error) -> Error {
         Error::Dump(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{self, Measure, ReportOptions};
+
+    #[test]
+    fn a_dump_error_reads_as_the_readers_own_message() {
+        let dump_error = jeprof_dumpfmt::read::parse(b"garbage\n").unwrap_err();
+        let text = dump_error.to_string();
+        assert!(text.contains("not a jemalloc heap_v2 dump"), "{text}");
+        assert_eq!(Error::from(dump_error).to_string(), text);
+    }
+
+    #[test]
+    fn a_flame_graph_without_a_whole_unit_says_there_is_nothing_to_draw() {
+        let options = ReportOptions {
+            measure: Measure::InuseObjects,
+            ..Default::default()
+        };
+        let lines = [("main;leaf".to_string(), 0.5)];
+        let mut svg = Vec::new();
+        let error = report::flamegraph(&lines, &options, "t", &mut svg).unwrap_err();
+        assert!(matches!(error, Error::NothingToDraw { unit: "objects" }));
+        assert_eq!(
+            error.to_string(),
+            "nothing to draw: no stack holds at least one objects"
+        );
+        assert!(svg.is_empty());
+    }
+
+    #[test]
+    fn bytes_that_are_not_gzip_are_a_gzip_error() {
+        let error = crate::pprof::read_gz(b"not gzip").unwrap_err();
+        assert!(matches!(error, Error::Gzip(_)), "{error:?}");
     }
 }
