@@ -13,12 +13,11 @@ use std::io;
 use std::path::Path;
 
 use jeprof_dumpfmt::math::Z_95;
-use jeprof_dumpfmt::Error;
 
 use crate::report::{
     build_file_pair, units, unparse, FunctionName, PairedSums, Report, ReportOptions,
 };
-use crate::{ReadPolicy, SymbolizeOptions};
+use crate::{Error, ReadPolicy, SymbolizeOptions};
 
 /// One function's change.
 #[derive(Debug, Clone, PartialEq)]

@@ -139,7 +139,7 @@ impl Draw<'_> {
     }
 }
 
-/// A profile built from `bytes` (see [`Draw`]), written as pprof and decoded: every sample value
+/// A profile built from `bytes` (see `Draw`), written as pprof and decoded: every sample value
 /// is one per sample type, and every location, function and string index it refers to exists.
 pub fn exercise_pprof(bytes: &[u8]) {
     let mut draw = Draw(bytes);

@@ -1,17 +1,37 @@
 //! # jeprof-compat: jeprof's reports without Perl, a fleet merge that unbiases before it sums
 //!
-//! A library (and the `jeprof-compat` binary over it) for jemalloc `heap_v2` heap profiles:
+//! A library (and the `jeprof-compat` binary, a thin command line over it) for jemalloc `heap_v2`
+//! heap profiles. The binary parses arguments and prints; what it reads, how, and what it computes
+//! are decided here.
 //!
+//! ## Modules
 //! - [`report`]: jeprof's `--text` report with the same numbers as the Perl script (same per-entry
 //!   unbiasing, allocator frames removed the same way, recursion counted once per stack, same sort
-//!   and formatting), folded stacks (`--collapsed`) and flame graphs (inferno), and per-function 95%
+//!   and formatting; [`report::build_files`] folds dump files as they are read), folded stacks
+//!   (`--collapsed`, [`report::collapsed_files`]) and flame graphs (inferno), and per-function 95%
 //!   confidence intervals;
 //! - [`merge`]: any number of dumps, from different processes (addresses normalised to module +
 //!   file offset through each dump's memory map), different builds (merged by function name where
-//!   symbols exist) and different sample periods, added up after each is unbiased;
+//!   symbols exist) and different sample periods, added up after each is unbiased
+//!   ([`merge::merge_files`]), and how the result's figures become integers
+//!   ([`merge::OutputRounding`]);
 //! - [`pprof`]: `profile.proto` output;
-//! - [`diff`]: per-function change between two sets of dumps, with its interval.
+//! - [`diff`]: per-function change between two dumps, with its interval
+//!   ([`diff::compare_files`]);
+//! - [`symbolize`]: names for a dump's addresses (its symbol section, else the binaries its memory
+//!   map names), [`names`]: demangling, jeprof's name shortening and its skip lists, [`maps`]: the
+//!   memory map;
+//! - here: [`ReadPolicy`] (strict or accepting cut dumps), [`read_dump`] and the `load*` helpers
+//!   that read and resolve whole dumps.
 //!
+//! ## Errors
+//! Every fallible function returns [`Error`], whose text names the file (and the line) at fault,
+//! except [`read_dump`] and [`read_dump_stacks`]: they are [`jeprof_dumpfmt::read`] under a
+//! [`ReadPolicy`], and return its [`jeprof_dumpfmt::Error`] (which [`Error::Dump`] wraps).
+//! Functions that can fail only as the caller's [`std::io::Write`] fails return
+//! [`std::io::Result`], as that writer does.
+//!
+//! ## Example
 //! ```
 //! use jeprof_compat::{load_bytes, report, symbolize::SymbolizeOptions};
 //!
@@ -34,13 +54,16 @@
 //!   them (`<A as B>::alloc` becomes `::alloc`); [`names::NameStyle::Jeprof`] reproduces jeprof's
 //!   names. Rust allocator shims are removed too unless asked not to ([`names::SkipRules`]).
 //! - Memory: the text report ([`report::build_files`]) and the diff ([`diff::compare_files`]) read
-//!   dumps one stack at a time and keep what they add up: a peak resident size of 2.2 and 2.7
-//!   times a 55 MB dump of a million stacks (`diff` of it against itself), 2.4 and 2.7 times its
-//!   79 MB symbolized variant; `tests/memory.rs` holds them to 3× (plus the binary's own few
-//!   megabytes) on half a million stacks. Folded stacks, flame graphs and pprof output resolve
-//!   whole dumps first: 10 to 14 times their size.
+//!   dumps one stack at a time and keep what they add up, never a dump's stacks: `tests/memory.rs`
+//!   holds their peak resident size to 3 times the dump's size (plus the binary's own few
+//!   megabytes) on half a million stacks. A merge ([`merge::merge_files`]) holds its result plus a
+//!   few chunks of dumps' figures, whatever the number of dumps. Folded stacks, flame graphs and
+//!   pprof output resolve whole dumps first, and take a multiple of their size.
+//! - A merge is reproducible bit for bit, whatever the number of workers.
 //! - Several symbolized dumps are symbolized each with its own symbol section (jeprof merges the
 //!   sections, the last file winning an address), so dumps of different builds stay right.
+//! - Input never makes the library panic: the fuzz targets (`fuzz/`) and `tests/fuzz_corpus.rs`
+//!   hold it to that.
 //! - Not reproduced: `--thread`, `--base` (see `diff`), `--lines`/`--addresses`/`--files`
 //!   granularity, jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
 //!   overloaded short names.
@@ -48,8 +71,12 @@
 #![warn(missing_docs)]
 
 pub mod diff;
+mod error;
+// Public only for the fuzz crate (`fuzz/`, a separate package) and `tests/fuzz_corpus.rs`, which
+// run its bodies; not part of the API.
+#[doc(hidden)]
 pub mod fuzzing;
-pub mod hash;
+pub(crate) mod hash;
 pub mod maps;
 pub mod merge;
 pub mod names;
@@ -62,6 +89,7 @@ use std::path::{Path, PathBuf};
 use jeprof_dumpfmt::read::{ReadOptions, Truncation};
 use rayon::prelude::*;
 
+pub use error::Error;
 pub use merge::Accumulator;
 pub use symbolize::{resolve, ResolvedProfile, SymbolizeOptions};
 
@@ -118,7 +146,7 @@ pub fn load_bytes(
     bytes: &[u8],
     source: &str,
     options: &SymbolizeOptions,
-) -> Result<ResolvedProfile, jeprof_dumpfmt::Error> {
+) -> Result<ResolvedProfile, Error> {
     let profile = jeprof_dumpfmt::read::parse(bytes)?;
     Ok(resolve(profile, source, options))
 }
@@ -128,7 +156,7 @@ pub fn load(
     path: &Path,
     options: &SymbolizeOptions,
     policy: &ReadPolicy<'_>,
-) -> Result<ResolvedProfile, jeprof_dumpfmt::Error> {
+) -> Result<ResolvedProfile, Error> {
     let profile = read_dump(path, policy)?;
     Ok(resolve(profile, &path.display().to_string(), options))
 }
@@ -138,7 +166,7 @@ pub fn load_all(
     paths: &[PathBuf],
     options: &SymbolizeOptions,
     policy: &ReadPolicy<'_>,
-) -> Result<Vec<ResolvedProfile>, jeprof_dumpfmt::Error> {
+) -> Result<Vec<ResolvedProfile>, Error> {
     paths.par_iter().map(|p| load(p, options, policy)).collect()
 }
 
@@ -147,112 +175,9 @@ pub fn load_all(
 pub fn parse_all(
     paths: &[PathBuf],
     policy: &ReadPolicy<'_>,
-) -> Result<Vec<(jeprof_dumpfmt::Profile, String)>, jeprof_dumpfmt::Error> {
+) -> Result<Vec<(jeprof_dumpfmt::Profile, String)>, Error> {
     paths
         .par_iter()
         .map(|p| Ok((read_dump(p, policy)?, p.display().to_string())))
         .collect()
-}
-
-/// Dumps per unit of work in [`merge_files`]: small enough that no worker idles long at the end,
-/// large enough that starting an accumulator per unit (and adding it in) costs little.
-const MERGE_CHUNK: usize = 16;
-
-/// Merges dump files. The dumps are cut into chunks of 16 consecutive dumps; `jobs` workers each
-/// take the next chunk in turn (a shared counter, so no worker idles while another still has a
-/// queue) and fold its dumps, one at a time and in order, into the chunk's own figures
-/// ([`Accumulator::add_dump`]; names, frames and the symbol cache stay with the worker from chunk to
-/// chunk); the chunks' figures are added to the result in chunk order as they complete. So figures
-/// are summed in the same order whatever `jobs` and the timing (the result is reproducible bit for
-/// bit), and memory holds the result plus a few chunks' figures, whatever the number of dumps.
-/// `on_dump` is called after each dump is folded in (for a progress bar). On errors, the error of
-/// the first failing dump in `paths` order is returned.
-pub fn merge_files(
-    paths: &[PathBuf],
-    options: &SymbolizeOptions,
-    policy: &ReadPolicy<'_>,
-    jobs: usize,
-    on_dump: &(dyn Fn() + Sync),
-) -> Result<Accumulator, jeprof_dumpfmt::Error> {
-    use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
-
-    /// The result so far: chunks `..next` added, later ones waiting for their turn.
-    struct Reduced {
-        total: Accumulator,
-        next: usize,
-        waiting: BTreeMap<usize, Accumulator>,
-    }
-
-    let chunks = paths.len().div_ceil(MERGE_CHUNK);
-    let next_chunk = AtomicUsize::new(0);
-    // Dumps at or after the first failure are not started: every earlier one already was (chunks
-    // are handed out in order, dumps read in order), so the failure reported is the first in
-    // `paths` order.
-    let stop = AtomicUsize::new(usize::MAX);
-    let first_error: Mutex<Option<(usize, jeprof_dumpfmt::Error)>> = Mutex::new(None);
-    let reduced = Mutex::new(Reduced {
-        total: Accumulator::new(),
-        next: 0,
-        waiting: BTreeMap::new(),
-    });
-    let worker = || {
-        // Names, frames and the symbol cache carry over from chunk to chunk; figures do not.
-        let mut acc = Accumulator::new();
-        loop {
-            let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
-            if chunk >= chunks {
-                return;
-            }
-            let first = chunk * MERGE_CHUNK;
-            for (i, path) in paths.iter().enumerate().skip(first).take(MERGE_CHUNK) {
-                if i >= stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                match read_dump(path, policy) {
-                    Ok(profile) => {
-                        acc.add_dump(profile, &path.display().to_string(), options);
-                        on_dump();
-                    }
-                    Err(e) => {
-                        stop.fetch_min(i, Ordering::Relaxed);
-                        let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                        if first.as_ref().is_none_or(|(j, _)| i < *j) {
-                            *first = Some((i, e));
-                        }
-                        return;
-                    }
-                }
-            }
-            let part = acc.split_off();
-            let mut r = reduced.lock().unwrap_or_else(|p| p.into_inner());
-            r.waiting.insert(chunk, part);
-            loop {
-                let at = r.next;
-                let Some(part) = r.waiting.remove(&at) else {
-                    break;
-                };
-                r.total.absorb(part);
-                r.next += 1;
-            }
-        }
-    };
-    let workers = jobs.clamp(1, chunks.max(1));
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (1..workers).map(|_| scope.spawn(worker)).collect();
-        worker();
-        for h in handles {
-            if let Err(panic) = h.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-    });
-    if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
-    }
-    Ok(reduced
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .total)
 }

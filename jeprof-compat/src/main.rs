@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{self, Measure, ReportOptions};
 use jeprof_compat::{diff, pprof, ReadPolicy, SymbolizeOptions};
@@ -259,6 +260,16 @@ enum RoundingArg {
     Nearest,
 }
 
+impl RoundingArg {
+    fn output_rounding(self) -> OutputRounding {
+        match self {
+            RoundingArg::Optimal => OutputRounding::Optimal,
+            RoundingArg::Best => OutputRounding::Best,
+            RoundingArg::Nearest => OutputRounding::Nearest,
+        }
+    }
+}
+
 #[derive(Args)]
 struct PprofArgs {
     /// Dumps to convert (several are added up).
@@ -348,127 +359,111 @@ const PERL_OVERFLOW: &str = "some figures are 2^63 or more, which jeprof's integ
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Report(args) => {
-            let options = report_options(&args.view, &args.common, args.interval)?;
-            let symbolize = args.common.symbolize();
-            if args.output.flamegraph.is_none() && !args.output.collapsed {
-                // The text report is folded from the dumps as they are read: memory holds what
-                // the report keeps, never the dumps.
-                let table = report::build_files(
-                    &args.dumps,
-                    &symbolize,
-                    &options,
-                    &args.common.read_policy(),
-                )?;
-                if table.prints_perl_overflow(&options) {
-                    warn(PERL_OVERFLOW);
-                }
-                emit_with(|out| {
-                    if options.interval {
-                        out.write_all(report::interval_legend().as_bytes())?;
-                    }
-                    table.write_text(&options, out)
-                })?;
-                return Ok(());
-            }
-            let profiles =
-                jeprof_compat::load_all(&args.dumps, &symbolize, &args.common.read_policy())?;
-            if let Some(svg) = &args.output.flamegraph {
-                let lines = report::collapsed(&profiles, &options);
-                let title = match args.dumps.as_slice() {
-                    [one] => format!("{}: {}", options.measure.name(), one.display()),
-                    many => format!("{}: {} dumps added up", options.measure.name(), many.len()),
-                };
-                write_output(svg, |out| {
-                    report::flamegraph(&lines, &options, &title, out)?;
-                    Ok(())
-                })?;
-            } else {
-                emit(&report::format_collapsed(&report::collapsed(
-                    &profiles, &options,
-                )))?;
-            }
+        Command::Report(args) => report(args),
+        Command::Merge(args) => merge(args),
+        Command::Pprof(args) => pprof(args),
+        Command::Diff(args) => diff(args),
+    }
+}
+
+/// `report`: the text report, folded stacks or a flame graph of the dumps added up.
+fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let options = report_options(&args.view, &args.common, args.interval)?;
+    let symbolize = args.common.symbolize();
+    let policy = args.common.read_policy();
+    if let Some(svg) = &args.output.flamegraph {
+        let lines = report::collapsed_files(&args.dumps, &symbolize, &options, &policy)?;
+        let title = report::flamegraph_title(&options, &args.dumps);
+        write_output(svg, |out| {
+            report::flamegraph(&lines, &options, &title, out)?;
+            Ok(())
+        })
+    } else if args.output.collapsed {
+        let lines = report::collapsed_files(&args.dumps, &symbolize, &options, &policy)?;
+        emit(&report::format_collapsed(&lines))
+    } else {
+        let table = report::build_files(&args.dumps, &symbolize, &options, &policy)?;
+        if table.prints_perl_overflow(&options) {
+            warn(PERL_OVERFLOW);
         }
-        Command::Merge(args) => {
-            let jobs = args
-                .jobs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            let bar = if std::io::stderr().is_terminal() {
-                let bar = indicatif::ProgressBar::new(args.dumps.len() as u64);
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template(
-                        "{bar:40} {pos}/{len} dumps, {per_sec}, eta {eta}",
-                    )
-                    .expect("static template"),
-                );
-                Some(bar)
-            } else {
-                None
-            };
-            let tick = || {
-                if let Some(b) = &bar {
-                    b.inc(1);
-                }
-            };
-            let acc = jeprof_compat::merge_files(
-                &args.dumps,
-                &args.common.symbolize(),
-                &args.common.read_policy(),
-                jobs,
-                &tick,
-            )?;
-            if let Some(b) = &bar {
-                b.finish_and_clear();
+        emit_with(|out| {
+            if options.interval {
+                out.write_all(report::interval_legend().as_bytes())?;
             }
-            match args.format {
-                Format::HeapV2 => {
-                    let profile = acc.to_profile();
-                    let options = match args.rounding {
-                        // Optimal entries at R, the smallest input period (measured on 10 merged
-                        // fleet dumps: worst error 7e-5 in bytes, 3e-5 in objects per function).
-                        RoundingArg::Optimal => jeprof_dumpfmt::WriteOptions {
-                            header_period: jeprof_dumpfmt::write::HeaderPeriod::Sampling,
-                            ..jeprof_dumpfmt::WriteOptions::default()
-                        },
-                        RoundingArg::Best => jeprof_dumpfmt::WriteOptions::default(),
-                        RoundingArg::Nearest => jeprof_dumpfmt::WriteOptions {
-                            rounding: jeprof_dumpfmt::Rounding::Nearest,
-                            header_period: jeprof_dumpfmt::write::HeaderPeriod::Sampling,
-                            ..jeprof_dumpfmt::WriteOptions::default()
-                        },
-                    };
-                    jeprof_dumpfmt::write::write_file(&profile, &args.output, &options)?;
-                }
-                Format::Pprof => {
-                    let resolved = acc.to_resolved("merge");
-                    let pb = pprof::build(&[resolved], args.common.skip());
-                    write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))?;
-                }
-            }
+            table.write_text(&options, out)
+        })
+    }
+}
+
+/// `merge`: the dumps unbiased and added up, written as a heap_v2 dump or pprof.
+fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(args.dumps.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} dumps, {per_sec}, eta {eta}",
+            )
+            .expect("static template"),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let tick = || {
+        if let Some(b) = &bar {
+            b.inc(1);
         }
-        Command::Pprof(args) => {
-            let profiles = jeprof_compat::load_all(
-                &args.dumps,
-                &args.common.symbolize(),
-                &args.common.read_policy(),
-            )?;
-            let pb = pprof::build(&profiles, args.common.skip());
+    };
+    let acc = merge::merge_files(
+        &args.dumps,
+        &args.common.symbolize(),
+        &args.common.read_policy(),
+        jobs,
+        &tick,
+    )?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    match args.format {
+        Format::HeapV2 => {
+            let profile = acc.to_profile();
+            let options = args.rounding.output_rounding().write_options();
+            jeprof_dumpfmt::write::write_file(&profile, &args.output, &options)?;
+        }
+        Format::Pprof => {
+            let resolved = acc.to_resolved("merge");
+            let pb = pprof::build(&[resolved], args.common.skip());
             write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))?;
-        }
-        Command::Diff(args) => {
-            let options = report_options(&args.view, &args.common, true)?;
-            let sym = args.common.symbolize();
-            let policy = args.common.read_policy();
-            // Read one stack at a time, one dump after the other, into figures per function.
-            let diff =
-                diff::compare_files(&args.base, &args.new, args.cum, &sym, &options, &policy)?;
-            if diff.prints_perl_overflow(&options) {
-                warn(PERL_OVERFLOW);
-            }
-            emit_with(|out| diff.write(&options, out))?;
         }
     }
     Ok(())
+}
+
+/// `pprof`: the dumps added up, as a gzipped profile.proto.
+fn pprof(args: PprofArgs) -> anyhow::Result<()> {
+    let profiles = jeprof_compat::load_all(
+        &args.dumps,
+        &args.common.symbolize(),
+        &args.common.read_policy(),
+    )?;
+    let pb = pprof::build(&profiles, args.common.skip());
+    write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))
+}
+
+/// `diff`: per-function change between two dumps, with its interval.
+fn diff(args: DiffArgs) -> anyhow::Result<()> {
+    let options = report_options(&args.view, &args.common, true)?;
+    let sym = args.common.symbolize();
+    let policy = args.common.read_policy();
+    // Read one stack at a time, one dump after the other, into figures per function.
+    let diff = diff::compare_files(&args.base, &args.new, args.cum, &sym, &options, &policy)?;
+    if diff.prints_perl_overflow(&options) {
+        warn(PERL_OVERFLOW);
+    }
+    emit_with(|out| diff.write(&options, out))
 }
 
 fn main() -> ExitCode {

@@ -16,21 +16,28 @@
 //! not with the number of dumps: each dump is parsed, folded in and dropped.
 //!
 //! # Fast path
-//! [`Accumulator::add_dump`] (what `merge_files` uses) folds a parsed dump in without building
+//! [`Accumulator::add_dump`] (what [`merge_files`] uses) folds a parsed dump in without building
 //! [`Frame`]s: names and frame identities are interned to ids (stacks are hashed as ids, never as
 //! strings), each distinct address of a dump is resolved once, walking the symbol section in its own
 //! order, and each distinct symbol entry is demangled and cleaned once per merge (cached by its raw
 //! names). It applies the same identity rules as [`Frame::identity`] and equals
 //! `add(&resolve(..))` (property-tested); raw dumps take that general path.
 //!
+//! # Output
+//! [`Accumulator::to_profile`] is the merged dump; [`OutputRounding`] is how its figures become
+//! heap_v2's integers ([`OutputRounding::write_options`]).
+//!
 //! Frames above `0x7fffffffffffffff` (kernel addresses, which jeprof drops from every report) are
 //! left out. Per-thread lines and the header thread summaries are not carried over: thread uids mean nothing
 //! across processes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
-use jeprof_dumpfmt::{Counts, Profile, Stack, SymbolTable};
+use jeprof_dumpfmt::write::HeaderPeriod;
+use jeprof_dumpfmt::{Counts, Profile, Rounding, Stack, SymbolTable, WriteOptions};
 
 use crate::hash::FastMap;
 use crate::maps;
@@ -39,6 +46,7 @@ use crate::symbolize::{
     resolve, unsymbolized_identity, Frame, KeyIndex, ResolvedProfile, ResolvedStack,
     SymbolizeOptions,
 };
+use crate::{read_dump, Error, ReadPolicy};
 
 /// Synthetic address of the first frame identity in a merged dump; identities are 16 apart.
 const SYNTHETIC_BASE: u64 = 0x1_0000;
@@ -419,4 +427,140 @@ fn ranks(order: &[u32]) -> Vec<usize> {
 
 fn synthetic_address(rank: usize) -> u64 {
     SYNTHETIC_BASE + 16 * rank as u64
+}
+
+/// Dumps per unit of work in [`merge_files`]: small enough that no worker idles long at the end,
+/// large enough that starting an accumulator per unit (and adding it in) costs little.
+const MERGE_CHUNK: usize = 16;
+
+/// Merges dump files. The dumps are cut into chunks of 16 consecutive dumps; `jobs` workers each
+/// take the next chunk in turn (a shared counter, so no worker idles while another still has a
+/// queue) and fold its dumps, one at a time and in order, into the chunk's own figures
+/// ([`Accumulator::add_dump`]; names, frames and the symbol cache stay with the worker from chunk to
+/// chunk); the chunks' figures are added to the result in chunk order as they complete. So figures
+/// are summed in the same order whatever `jobs` and the timing (the result is reproducible bit for
+/// bit), and memory holds the result plus a few chunks' figures, whatever the number of dumps.
+/// `on_dump` is called after each dump is folded in (for a progress bar). On errors, the error of
+/// the first failing dump in `paths` order is returned.
+pub fn merge_files(
+    paths: &[PathBuf],
+    options: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
+    jobs: usize,
+    on_dump: &(dyn Fn() + Sync),
+) -> Result<Accumulator, Error> {
+    /// The result so far: chunks `..next` added, later ones waiting for their turn.
+    struct Reduced {
+        total: Accumulator,
+        next: usize,
+        waiting: BTreeMap<usize, Accumulator>,
+    }
+
+    let chunks = paths.len().div_ceil(MERGE_CHUNK);
+    let next_chunk = AtomicUsize::new(0);
+    // Dumps at or after the first failure are not started: every earlier one already was (chunks
+    // are handed out in order, dumps read in order), so the failure reported is the first in
+    // `paths` order.
+    let stop = AtomicUsize::new(usize::MAX);
+    let first_error: Mutex<Option<(usize, jeprof_dumpfmt::Error)>> = Mutex::new(None);
+    let reduced = Mutex::new(Reduced {
+        total: Accumulator::new(),
+        next: 0,
+        waiting: BTreeMap::new(),
+    });
+    let worker = || {
+        // Names, frames and the symbol cache carry over from chunk to chunk; figures do not.
+        let mut acc = Accumulator::new();
+        loop {
+            let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
+            if chunk >= chunks {
+                return;
+            }
+            let first = chunk * MERGE_CHUNK;
+            for (i, path) in paths.iter().enumerate().skip(first).take(MERGE_CHUNK) {
+                if i >= stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                match read_dump(path, policy) {
+                    Ok(profile) => {
+                        acc.add_dump(profile, &path.display().to_string(), options);
+                        on_dump();
+                    }
+                    Err(e) => {
+                        stop.fetch_min(i, Ordering::Relaxed);
+                        let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                        if first.as_ref().is_none_or(|(j, _)| i < *j) {
+                            *first = Some((i, e));
+                        }
+                        return;
+                    }
+                }
+            }
+            let part = acc.split_off();
+            let mut r = reduced.lock().unwrap_or_else(|p| p.into_inner());
+            r.waiting.insert(chunk, part);
+            loop {
+                let at = r.next;
+                let Some(part) = r.waiting.remove(&at) else {
+                    break;
+                };
+                r.total.absorb(part);
+                r.next += 1;
+            }
+        }
+    };
+    let workers = jobs.clamp(1, chunks.max(1));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..workers).map(|_| scope.spawn(worker)).collect();
+        worker();
+        for h in handles {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e.into());
+    }
+    Ok(reduced
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .total)
+}
+
+/// How a merged heap_v2 dump's figures become the integers jemalloc's format holds, R being its
+/// header period (the smallest input period): the writer's choices ([`WriteOptions`]) the
+/// `jeprof-compat merge --rounding` options stand for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OutputRounding {
+    /// The entries whose jeprof figures are closest to the merged figures at period R (up to three
+    /// per stack).
+    #[default]
+    Optimal,
+    /// As [`OutputRounding::Optimal`], also trying header periods R/2 to R/64: the most accurate,
+    /// and can be ten times slower.
+    Best,
+    /// jemalloc's own rounding, one entry per stack: the fastest, the least accurate.
+    Nearest,
+}
+
+impl OutputRounding {
+    /// The writer's options for this choice.
+    pub fn write_options(self) -> WriteOptions {
+        match self {
+            // Optimal entries at R, the smallest input period (measured on 10 merged fleet dumps:
+            // worst error 7e-5 in bytes, 3e-5 in objects per function).
+            OutputRounding::Optimal => WriteOptions {
+                header_period: HeaderPeriod::Sampling,
+                ..WriteOptions::default()
+            },
+            OutputRounding::Best => WriteOptions::default(),
+            OutputRounding::Nearest => WriteOptions {
+                rounding: Rounding::Nearest,
+                header_period: HeaderPeriod::Sampling,
+                ..WriteOptions::default()
+            },
+        }
+    }
 }

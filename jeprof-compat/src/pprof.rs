@@ -316,9 +316,11 @@ pub fn write_gz(profile: &PbProfile, out: impl Write) -> std::io::Result<()> {
 }
 
 /// Reads back a gzipped profile (for tests and checks).
-pub fn read_gz(bytes: &[u8]) -> anyhow::Result<PbProfile> {
+pub fn read_gz(bytes: &[u8]) -> Result<PbProfile, crate::Error> {
     use std::io::Read;
     let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(bytes).read_to_end(&mut raw)?;
-    Ok(PbProfile::decode(raw.as_slice())?)
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut raw)
+        .map_err(crate::Error::Gzip)?;
+    PbProfile::decode(raw.as_slice()).map_err(crate::Error::Protobuf)
 }

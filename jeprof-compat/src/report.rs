@@ -35,7 +35,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use hashbrown::hash_table::{Entry, HashTable};
-use jeprof_dumpfmt::{Counts, Error, Estimate, Profile};
+use jeprof_dumpfmt::{Counts, Estimate, Profile};
 use rayon::prelude::*;
 use regex::Regex;
 
@@ -45,7 +45,7 @@ use crate::names::{self, SkipRules};
 use crate::symbolize::{
     unnamed, Chunks, Frame, KeyIndex, RawNames, ResolvedProfile, SymbolizeOptions,
 };
-use crate::{read_dump_stacks, ReadPolicy};
+use crate::{read_dump_stacks, Error, ReadPolicy};
 
 /// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`.
 const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
@@ -891,7 +891,7 @@ impl ReportDump {
         policy: &ReadPolicy<'_>,
         measure: Measure,
         variances: bool,
-    ) -> Result<ReportDump, Error> {
+    ) -> Result<ReportDump, jeprof_dumpfmt::Error> {
         let mut index = KeyIndex::default();
         let (mut values, mut kept_variances) = (Chunks::default(), Chunks::default());
         let profile = read_dump_stacks(path, policy, |so_far, stack| {
@@ -1268,6 +1268,28 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
     lines
 }
 
+/// [`collapsed`] of dump files. Folded stacks need every stack's frames with their full names, so
+/// each dump is read and resolved whole ([`crate::load_all`]: in memory 10 to 14 times its size),
+/// where the text report ([`build_files`]) folds dumps as they are read. Errors name the file (and
+/// line) of the first failing dump in `paths` order.
+pub fn collapsed_files(
+    paths: &[PathBuf],
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<Vec<(String, f64)>, Error> {
+    let profiles = crate::load_all(paths, symbolize, policy)?;
+    Ok(collapsed(&profiles, options))
+}
+
+/// The title of a flame graph of `paths` added up: the measure, and the dump or how many.
+pub fn flamegraph_title(options: &ReportOptions, paths: &[PathBuf]) -> String {
+    match paths {
+        [one] => format!("{}: {}", options.measure.name(), one.display()),
+        many => format!("{}: {} dumps added up", options.measure.name(), many.len()),
+    }
+}
+
 /// Formats [`collapsed`] output.
 pub fn format_collapsed(lines: &[(String, f64)]) -> String {
     let mut out = String::new();
@@ -1283,17 +1305,16 @@ pub fn flamegraph(
     options: &ReportOptions,
     title: &str,
     out: impl io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), Error> {
     let folded: Vec<String> = lines
         .iter()
         .filter(|(stack, value)| !stack.is_empty() && *value >= 1.0)
         .map(|(stack, value)| format!("{stack} {}", value.trunc() as u64))
         .collect();
     if folded.is_empty() {
-        anyhow::bail!(
-            "nothing to draw: no stack holds at least one {}",
-            units(options.measure, true)
-        );
+        return Err(Error::NothingToDraw {
+            unit: units(options.measure, true),
+        });
     }
     let mut fg = inferno::flamegraph::Options::default();
     fg.title = title.to_string();
@@ -1306,7 +1327,7 @@ pub fn flamegraph(
     fg.colors =
         inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Rust);
     inferno::flamegraph::from_lines(&mut fg, folded.iter().map(String::as_str), out)
-        .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))
+        .map_err(Error::Flamegraph)
 }
 
 #[cfg(test)]

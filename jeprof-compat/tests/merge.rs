@@ -348,6 +348,55 @@ fn merged_dump_reads_back_as_the_sum_of_its_inputs() {
     }
 }
 
+/// `merge --rounding`: `optimal` and `nearest` write the smallest input period R in the header, as
+/// jemalloc does; `best` R or a power-of-two fraction of it down to R/64; `nearest` one entry per
+/// stack. Each reads back as the merge's figures.
+#[test]
+fn output_roundings_keep_their_header_period_and_read_back_as_the_merge() {
+    use jeprof_compat::merge::OutputRounding;
+
+    let mut acc = Accumulator::new();
+    for name in ["a.heap", "b.heap", "symbolized.heap"] {
+        acc.add(&resolved(&fixture(name), name));
+    }
+    let merged = acc.to_profile();
+    let period = merged.sample_period;
+    let want: f64 = merged.stacks.iter().map(|s| s.counts.inuse.bytes).sum();
+    for rounding in [
+        OutputRounding::Optimal,
+        OutputRounding::Best,
+        OutputRounding::Nearest,
+    ] {
+        let text = jeprof_dumpfmt::write::to_string(&merged, &rounding.write_options()).unwrap();
+        let header: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("heap_v2/"))
+            .expect("a heap_v2 header")
+            .trim()
+            .parse()
+            .expect("a period");
+        if rounding == OutputRounding::Best {
+            assert!(
+                (0..=6).any(|k| header == period >> k),
+                "{header} for R = {period}"
+            );
+        } else {
+            assert_eq!(header, period, "{rounding:?}");
+        }
+        if rounding == OutputRounding::Nearest {
+            let entries = text.lines().filter(|l| l.starts_with('@')).count();
+            assert_eq!(entries, merged.stacks.len());
+        }
+        let back = jeprof_dumpfmt::read::parse(text.as_bytes()).expect("reads back");
+        assert_eq!(back.sample_period, period, "{rounding:?}");
+        let got: f64 = back.stacks.iter().map(|s| s.counts.inuse.bytes).sum();
+        assert!(
+            (got - want).abs() <= 1e-3 * want,
+            "{rounding:?}: {got} vs {want}"
+        );
+    }
+}
+
 #[test]
 fn real_jeprof_reports_the_merged_dump_like_its_inputs() {
     let dir = tempfile::tempdir().unwrap();
