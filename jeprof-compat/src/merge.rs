@@ -472,12 +472,16 @@ pub fn merge_files(
         // Names, frames and the symbol cache carry over from chunk to chunk; figures do not.
         let mut acc = Accumulator::new();
         loop {
+            // Ordering: the counter only hands out chunk numbers (the read-modify-write makes each
+            // unique); the chunks' figures are published through the `reduced` mutex.
             let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
             if chunk >= chunks {
                 return;
             }
             let first = chunk * MERGE_CHUNK;
             for (i, path) in paths.iter().enumerate().skip(first).take(MERGE_CHUNK) {
+                // Ordering: a hint to stop early, paired with nothing; the error itself is
+                // published through the `first_error` mutex.
                 if i >= stop.load(Ordering::Relaxed) {
                     return;
                 }
@@ -487,6 +491,7 @@ pub fn merge_files(
                         on_dump();
                     }
                     Err(e) => {
+                        // Ordering: as the load above: a hint, the error goes through the mutex.
                         stop.fetch_min(i, Ordering::Relaxed);
                         let mut first = first_error.lock().unwrap_or_else(|p| p.into_inner());
                         if first.as_ref().is_none_or(|(j, _)| i < *j) {
