@@ -444,12 +444,12 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
 
 /// `pprof`: the dumps added up, as a gzipped profile.proto.
 fn pprof(args: PprofArgs) -> anyhow::Result<()> {
-    let profiles = jeprof_compat::load_all(
+    let pb = pprof::build_files(
         &args.dumps,
         &args.common.symbolize(),
+        args.common.skip(),
         &args.common.read_policy(),
     )?;
-    let pb = pprof::build(&profiles, args.common.skip());
     write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))
 }
 

@@ -181,6 +181,18 @@ fn round(x: f64) -> i64 {
     }
 }
 
+/// Reads dump files (in parallel, whole: pprof's locations need every stack resolved) and builds
+/// their pprof message added together ([`build`]). Errors name the file and line.
+pub fn build_files(
+    paths: &[std::path::PathBuf],
+    symbolize: &crate::SymbolizeOptions,
+    skip: SkipRules,
+    policy: &crate::ReadPolicy<'_>,
+) -> Result<PbProfile, crate::Error> {
+    let profiles = crate::load_all(paths, symbolize, policy)?;
+    Ok(build(&profiles, skip))
+}
+
 /// Builds the pprof message for `profiles` added together (their stacks are concatenated; pprof adds
 /// samples with the same locations).
 pub fn build(profiles: &[ResolvedProfile], skip: SkipRules) -> PbProfile {
