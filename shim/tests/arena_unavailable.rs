@@ -3,7 +3,7 @@
 //! dropped samples are counted. Profiling is never silently off.
 //!
 //! The limit must be in place before the first sample, so the test re-runs its own binary as a
-//! child that lowers `RLIMIT_AS` first.
+//! child that starts with sampling off, lowers `RLIMIT_AS`, and only then turns sampling on.
 
 use std::process::Command;
 
@@ -47,7 +47,9 @@ fn an_arena_that_cannot_be_created_is_reported_once_and_the_program_runs_on() {
             "--nocapture",
         ])
         .env(CHILD, "1")
-        .env_remove("JEPROF_SHIM")
+        // Nothing is sampled until the child has lowered its limit: a sample taken earlier (the
+        // test harness's own threads allocate too) would create the arena before the limit.
+        .env("JEPROF_SHIM", "sample_rate:0")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
