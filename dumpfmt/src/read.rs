@@ -152,10 +152,10 @@ pub fn read_file(path: impl AsRef<Path>) -> Result<Profile, Error> {
 /// directory is refused at once with [`Error::NotHeapV2`] (opening never blocks: the file is opened
 /// non-blocking and checked before anything is read). Errors name the file.
 pub fn read_file_with(path: impl AsRef<Path>, options: &ReadOptions) -> Result<Read, Error> {
-    let path = path.as_ref();
-    let file = open_regular(path).map_err(|e| e.in_file(path))?;
-    read_with(std::io::BufReader::with_capacity(1 << 16, file), options)
-        .map_err(|e| e.in_file(path))
+    let mut stacks = Vec::new();
+    let mut read = read_file_stacks_with(path, options, |_, stack| stacks.push(stack))?;
+    read.profile.stacks = stacks;
+    Ok(read)
 }
 
 fn open_regular(path: &Path) -> Result<std::fs::File, Error> {

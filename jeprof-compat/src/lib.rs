@@ -119,11 +119,10 @@ pub fn read_dump(
     path: &Path,
     policy: &ReadPolicy<'_>,
 ) -> Result<jeprof_dumpfmt::Profile, jeprof_dumpfmt::Error> {
-    let read = jeprof_dumpfmt::read::read_file_with(path, &policy.options)?;
-    if let Some(truncation) = &read.truncation {
-        (policy.on_truncated)(path, truncation);
-    }
-    Ok(read.profile)
+    let mut stacks = Vec::new();
+    let mut profile = read_dump_stacks(path, policy, |_, stack| stacks.push(stack))?;
+    profile.stacks = stacks;
+    Ok(profile)
 }
 
 /// Reads one dump file under `policy` as [`read_dump`] does, handing each stack to `on_stack`

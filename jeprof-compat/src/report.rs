@@ -634,8 +634,7 @@ impl Sums {
     /// of the total's: since rounding is monotonic, flat ≤ cum ≤ total, so only the total need be
     /// looked at (the same answer as [`prints_perl_overflow`]'s, which looks at every row).
     pub(crate) fn prints_perl_overflow(&self, options: &ReportOptions) -> bool {
-        (options.measure.is_objects() || options.show_bytes)
-            && (!self.total.is_finite() || self.total.abs() >= 9_223_372_036_854_775_808.0)
+        prints_integers(options) && wraps_in_perl(self.total)
     }
 }
 
@@ -1130,11 +1129,22 @@ pub fn plain_figure(x: f64, measure: Measure, show_bytes: bool) -> String {
 /// Whether [`format_text`] prints a figure through Perl's `%d` that it cannot hold (2^63 or more,
 /// or not finite), so that it comes out negative or -1 as in jeprof.
 pub fn prints_perl_overflow(report: &Report, options: &ReportOptions) -> bool {
-    if !(options.measure.is_objects() || options.show_bytes) {
-        return false;
-    }
-    let wraps = |x: f64| !x.is_finite() || x.abs() >= 9_223_372_036_854_775_808.0;
-    wraps(report.total) || report.rows.iter().any(|r| wraps(r.flat) || wraps(r.cum))
+    prints_integers(options)
+        && (wraps_in_perl(report.total)
+            || report
+                .rows
+                .iter()
+                .any(|r| wraps_in_perl(r.flat) || wraps_in_perl(r.cum)))
+}
+
+/// Whether the text report prints its figures through Perl's `%d` ([`unparse`]).
+fn prints_integers(options: &ReportOptions) -> bool {
+    options.measure.is_objects() || options.show_bytes
+}
+
+/// Whether Perl's `%d` ([`perl_int`]) cannot print `x` as it is: not finite, or 2^63 and more.
+fn wraps_in_perl(x: f64) -> bool {
+    !x.is_finite() || x.abs() >= 9_223_372_036_854_775_808.0
 }
 
 /// jeprof's `Units`.
