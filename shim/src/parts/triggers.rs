@@ -2,8 +2,8 @@
 //! the wake-up of the background writer.
 //!
 //! Only the sampled path (a sample, or the free of a sampled object) touches them, so the fast
-//! path is unchanged. Every figure is the sum of *rounded* sample estimates (`bytes.round()`), so
-//! the free of a sample subtracts exactly what its allocation added.
+//! path is unchanged. Every figure is a sum of sample estimates rounded to whole bytes, and a
+//! live sample's record keeps what was added for it, so its free subtracts exactly that.
 //!
 //! The wake-up is a raw futex on [`PENDING`]: `FUTEX_WAKE` neither allocates nor takes a lock,
 //! so an allocating thread may call it from inside `alloc` (re-entrancy: it cannot recurse into
@@ -38,9 +38,16 @@ pub(crate) fn allocated_bytes() -> u64 {
     ALLOCATED.load(Ordering::Relaxed)
 }
 
-/// What a sample adds to the figures: its estimate rounded to whole bytes.
-pub(crate) fn weight_bytes(estimate_bytes: f64) -> u64 {
-    estimate_bytes.round() as u64
+/// What a sample adds to the figures, from the `f32` its record keeps ([`counted`]): rounded to
+/// whole bytes.
+pub(crate) fn weight_bytes(counted: f32) -> u64 {
+    f64::from(counted).round() as u64
+}
+
+/// The estimated bytes of a sample as its record keeps them (an `f32`: 24 bits of precision are
+/// plenty for a figure that only triggers dumps and snapshots).
+pub(crate) fn counted(estimate_bytes: f64) -> f32 {
+    estimate_bytes as f32
 }
 
 /// What the sampled path does after it recorded a sample of `bytes` (rounded weight): adds them
@@ -84,6 +91,15 @@ pub(crate) fn claim_peak(live: u64) -> bool {
 pub(crate) fn set_peak_trigger(bytes: u64) {
     // Ordering: see `on_sample`.
     PEAK_TRIGGER.store(bytes, Ordering::Relaxed);
+}
+
+/// In a forked child: a snapshot the parent's other threads were taking will never finish here,
+/// so a claimed trigger is released (the next sample takes a snapshot).
+pub(crate) fn after_fork_child() {
+    // Ordering: the child is single-threaded here.
+    let _ = PEAK_TRIGGER.compare_exchange(u64::MAX, 0, Ordering::Relaxed, Ordering::Relaxed);
+    // Ordering: as above.
+    PENDING.store(0, Ordering::Relaxed);
 }
 
 /// Asks the background writer for `what`; wakes it when the request is new.

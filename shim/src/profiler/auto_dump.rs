@@ -221,8 +221,7 @@ fn report_failure(kind: Kind, result: Result<PathBuf, jeprof_dumpfmt::Error>) {
 /// profiler's locks are released).
 pub(crate) fn after_fork_child() {
     lock(&WRITTEN).clear();
-    // Ordering: the child is single-threaded here.
-    triggers::PENDING.store(0, Ordering::Relaxed);
+    triggers::after_fork_child();
     ensure_writer();
 }
 
