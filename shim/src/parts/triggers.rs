@@ -59,13 +59,19 @@ pub(crate) fn on_sample(bytes: u64, interval: u64) -> Option<u64> {
     // Ordering: a sum; nothing is published through it (the writer reads the tables under their
     // locks).
     let before = ALLOCATED.fetch_add(bytes, Ordering::Relaxed);
-    if interval != 0 && before / interval != before.wrapping_add(bytes) / interval {
+    if crosses_interval(before, bytes, interval) {
         request(WANT_INTERVAL);
     }
     // Ordering: as above.
     let live = LIVE.fetch_add(bytes, Ordering::Relaxed).wrapping_add(bytes);
     // Ordering: a threshold read on its own; a stale one only moves a snapshot by one sample.
     (live > PEAK_TRIGGER.load(Ordering::Relaxed)).then_some(live)
+}
+
+/// Whether adding `bytes` to `before` reaches or passes a multiple of `interval` (0: never).
+#[inline]
+fn crosses_interval(before: u64, bytes: u64, interval: u64) -> bool {
+    interval != 0 && before / interval != before.wrapping_add(bytes) / interval
 }
 
 /// What the free of a sample of `bytes` (rounded weight) does.
@@ -141,5 +147,28 @@ pub(crate) fn wait_for_requests() -> u32 {
                 std::ptr::null::<libc::timespec>(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crosses_interval;
+
+    #[test]
+    fn an_interval_is_crossed_once_per_multiple_reached_and_never_when_off() {
+        let interval = 1000;
+        let mut total = 0u64;
+        let mut crossings = 0;
+        // 1,000 samples of 7 bytes each: 7,000 bytes reach 7 multiples of 1,000.
+        for _ in 0..1000 {
+            crossings += u32::from(crosses_interval(total, 7, interval));
+            total += 7;
+        }
+        assert_eq!(crossings, 7);
+        // One sample larger than the interval is one crossing (the writer merges them anyway).
+        assert!(crosses_interval(10, 5000, interval));
+        assert!(!crosses_interval(1001, 998, interval));
+        assert!(crosses_interval(1001, 999, interval));
+        assert!(!crosses_interval(0, u64::MAX / 2, 0));
     }
 }
