@@ -129,9 +129,11 @@
 //!   without destructors, so allocations before `main`, in exiting threads and during thread-local
 //!   destruction work (they are sampled or passed through, never lost).
 //! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
-//!   everywhere: symbolizer, unwinder, arena creation, `dump_on_exit`, thread-table registry,
-//!   thread tables, stack table, live shards), so a child can allocate and dump while other threads
-//!   of the parent were inside the profiler (tested).
+//!   everywhere: the writer's dump in progress, symbolizer, unwinder, arena creation,
+//!   `dump_on_exit`, `dump_prefix`, the list of written dumps, windows, peak tracker, thread-table
+//!   registry, thread tables, stack table, live shards), so a child can allocate and dump while
+//!   other threads of the parent were inside the profiler (tested); a child gets a dump writer of
+//!   its own when automatic dumps are on (tested).
 //! - The publication of the sampled range to `dealloc` and the handover of thread tables are
 //!   checked by loom models (`RUSTFLAGS="--cfg loom" cargo test -p jeprof-shim --release --lib
 //!   loom`).
