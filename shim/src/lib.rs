@@ -111,7 +111,7 @@
 //! Interval and peak dumps are written by a background thread, never inside an allocation: the
 //! sampled path only adds to two counters and, when a threshold is crossed, wakes the thread with a
 //! futex (no allocation, no lock). The thread is started outside any allocation (by [`configure`],
-//! the functions here, before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked
+//! [`dump_next`], before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked
 //! child, which gets its own); its allocations are never sampled. Allocating threads wait for a
 //! dump at most as long as it takes to copy the tables. Windows ([`start_allocation_profile`])
 //! return a [`WindowProfile`] of what was allocated between start and stop, what of it is still
