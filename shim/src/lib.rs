@@ -99,7 +99,8 @@
 //! `u<n>` (peak), `m<n>` (manual, [`dump_next`]) or `f` (final, at exit); `<n>` counts that kind.
 //! - `dump_prefix:<path prefix>` (default `jeprof`; its directory must exist);
 //! - `dump_interval:<bytes>`: a dump each time that many bytes were allocated process-wide,
-//!   counted in *estimated* bytes (the samples' weights), so counting costs nothing between samples;
+//!   counted in *estimated* bytes (the samples' weights), so counting costs nothing between
+//!   samples;
 //! - `dump_peak:<factor>`: a dump of the peak heap when the estimated live bytes exceed the last
 //!   dumped peak by the factor (> 1);
 //! - `peak_growth:<factor>` (default 1.1): the peak tracker re-snapshots ([`peak_snapshot`]) when
