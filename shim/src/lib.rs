@@ -52,10 +52,11 @@
 //!
 //! ```text
 //! lib.rs       Profiled, the public functions
-//! profiler/    control (JEPROF_SHIM, setters), sampled_path → report (snapshots, stats, dumps)
+//! profiler/    control (JEPROF_SHIM, setters), peak (tracker) → sampled_path → report
+//!              (snapshots, stats, dumps) → window, auto_dump (sequenced dumps, writer thread)
 //!              → hooks (fork, exit) → init
 //! parts/       sampler · capture · sampled_arena · stacks · live_samples · thread_totals ·
-//!              symbolize (each imports only base/)
+//!              symbolize · triggers · windows (each imports only base/)
 //! base/        thread (per-thread state, re-entrancy guard) · settings · sync (lock, cache line,
 //!              exit key, loom traits) · hash (each imports nothing of the crate)
 //! ```
@@ -78,7 +79,8 @@
 //!
 //! ## Settings
 //! [`dump`], [`dump_to`], [`snapshot`], [`set_sample_rate`], [`set_active`], [`stats`],
-//! [`configure`], [`reseed`]. The environment variable `JEPROF_SHIM`, read once at first use, has
+//! [`configure`], [`reseed`], [`dump_next`], [`peak_snapshot`], [`start_allocation_profile`].
+//! The environment variable `JEPROF_SHIM`, read once at first use, has
 //! jemalloc's `MALLOC_CONF` syntax:
 //! `JEPROF_SHIM=sample_rate:524288,active:true,seed:42,max_frames:128,symbolize:true,dump_on_exit:/path/heap.prof`.
 //! Also `unwinder:fp|backtrace|auto`, `arena_size:<bytes>` (the reserved range; 4 MiB to 32 TiB,
@@ -91,6 +93,32 @@
 //! `atexit` handler, only in the process that read the setting (a forked child does not
 //! overwrite its parent's dump).
 //!
+//! ## Automatic dumps, the peak heap, allocation windows
+//! Sequenced dumps are named as jemalloc names them, `<dump_prefix>.<pid>.<seq>.<kind>.heap`
+//! with `seq` counting every sequenced dump of the process from 0 and kind `i<n>` (interval),
+//! `u<n>` (peak), `m<n>` (manual, [`dump_next`]) or `f` (final, at exit); `<n>` counts that kind.
+//! - `dump_prefix:<path prefix>` (default `jeprof`; its directory must exist);
+//! - `dump_interval:<bytes>`: a dump each time that many bytes were allocated process-wide,
+//!   counted in *estimated* bytes (the samples' weights), so counting costs nothing between
+//!   samples;
+//! - `dump_peak:<factor>`: a dump of the peak heap when the estimated live bytes exceed the last
+//!   dumped peak by the factor (> 1);
+//! - `peak_growth:<factor>` (default 1.1): the peak tracker re-snapshots ([`peak_snapshot`]) when
+//!   the estimated live bytes exceed its last snapshot's by this factor (tcmalloc's rule);
+//! - `max_dumps:<n>` (default 0, all): beyond `n`, the oldest sequenced dump *this process* wrote
+//!   is removed;
+//! - `dump_final:true`: a final dump from the `atexit` handler (jemalloc's `prof_final`).
+//!
+//! Interval and peak dumps are written by a background thread, never inside an allocation: the
+//! sampled path only adds to two counters and, when a threshold is crossed, wakes the thread with a
+//! futex (no allocation, no lock). The thread is started outside any allocation (by [`configure`],
+//! [`dump_next`], before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked
+//! child, which gets its own); its allocations are never sampled. Allocating threads wait for a
+//! dump at most as long as it takes to copy the tables. Windows ([`start_allocation_profile`])
+//! return a [`WindowProfile`] of what was allocated between start and stop, what of it is still
+//! live, and per-stack lifetimes; they may overlap, and cost the sampled path one load while none
+//! is open. See `docs/design.md` §10.
+//!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
 //!   [`jeprof_dumpfmt::Estimate::bytes_interval_95`] is a 95% interval (tested over 100 seeds:
@@ -102,9 +130,11 @@
 //!   without destructors, so allocations before `main`, in exiting threads and during thread-local
 //!   destruction work (they are sampled or passed through, never lost).
 //! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
-//!   everywhere: symbolizer, unwinder, arena creation, `dump_on_exit`, thread-table registry,
-//!   thread tables, stack table, live shards), so a child can allocate and dump while other threads
-//!   of the parent were inside the profiler (tested).
+//!   everywhere: the writer's dump in progress, symbolizer, unwinder, arena creation,
+//!   `dump_on_exit`, `dump_prefix`, the list of written dumps, windows, peak tracker, thread-table
+//!   registry, thread tables, stack table, live shards), so a child can allocate and dump while
+//!   other threads of the parent were inside the profiler (tested); a child gets a dump writer of
+//!   its own when automatic dumps are on (tested).
 //! - The publication of the sampled range to `dealloc` and the handover of thread tables are
 //!   checked by loom models (`RUSTFLAGS="--cfg loom" cargo test -p jeprof-shim --release --lib
 //!   loom`).
@@ -160,9 +190,10 @@ pub use parts::symbolize::SymbolizerCost;
 pub use profiler::control::ConfigError;
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;
+pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
-use profiler::{control, init, report, sampled_path};
+use profiler::{auto_dump, control, init, report, sampled_path};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
@@ -389,4 +420,31 @@ pub fn configure(spec: &str) -> Result<(), ConfigError> {
 /// reproducible experiments.
 pub fn reseed(seed: u64) {
     control::reseed(Some(seed));
+}
+
+/// Writes the next sequenced dump, jemalloc's manual kind: `<dump_prefix>.<pid>.<seq>.m<mseq>.heap`
+/// (like `mallctl("prof.dump", NULL)`), atomically and mode 0600, on the calling thread; returns
+/// its path. `seq` is shared with the automatic dumps; `max_dumps` applies. `dump_prefix`
+/// defaults to `jeprof` (in the current directory), as jemalloc's `prof_prefix` does.
+pub fn dump_next() -> Result<std::path::PathBuf, jeprof_dumpfmt::Error> {
+    init::ensure_init();
+    auto_dump::ensure_writer();
+    auto_dump::write_sequenced(auto_dump::Kind::Manual)
+}
+
+/// The heap at its peak: the in-use figures of the live samples as they were when the estimated
+/// live bytes were highest (within the `peak_growth` factor, 1.1 by default: the tracker
+/// re-snapshots when the live bytes exceed its last snapshot's by that factor, tcmalloc's rule).
+/// No accumulated figures; annotations `shim_peak_live_bytes` and `shim_peak_taken_unix_ms`;
+/// symbols when `symbolize` is on. Empty before the first sample.
+pub fn peak_snapshot() -> jeprof_dumpfmt::Profile {
+    auto_dump::peak_profile(base::settings::symbolize())
+}
+
+/// Opens an allocation window: [`AllocationProfile::stop`] returns a [`WindowProfile`] of every
+/// sample allocated between the two, how much of it was freed in the window, and per-stack
+/// lifetimes. Windows may overlap; while none is open they cost the sampled path one load.
+pub fn start_allocation_profile() -> AllocationProfile {
+    init::ensure_init();
+    AllocationProfile::start()
 }

@@ -23,6 +23,10 @@ pub(crate) struct LiveSample {
     pub(crate) period: u64,
     /// Index into the stack table.
     pub(crate) stack: u32,
+    /// The estimated bytes the process-wide live and allocated figures counted for this sample
+    /// (in what was the record's padding): its free subtracts exactly this, without recomputing
+    /// the weight (an `exp` on every sampled free).
+    pub(crate) counted_bytes: f32,
     /// uid of the allocating thread.
     pub(crate) thread: u64,
 }
@@ -74,8 +78,12 @@ const NO_SAMPLE: LiveSample = LiveSample {
     usable: 0,
     period: 0,
     stack: 0,
+    counted_bytes: 0.0,
     thread: 0,
 };
+
+// The counted bytes fit in what was padding: the record, and so the shard's layout, keeps its size.
+const _: () = assert!(std::mem::size_of::<LiveSample>() == 40);
 
 impl LiveShard {
     const fn new() -> LiveShard {
@@ -102,17 +110,14 @@ impl LiveShard {
         }
     }
 
-    /// Forgets the sample at `addr`; false if there was none.
-    pub(crate) fn remove(&mut self, addr: usize) -> bool {
+    /// Forgets the sample at `addr` and returns its record; `None` if there was none.
+    pub(crate) fn remove(&mut self, addr: usize) -> Option<LiveSample> {
         match self.addresses.iter().position(|&a| a == addr) {
             Some(i) => {
                 self.addresses[i] = 0;
-                true
+                Some(self.records[i])
             }
-            None => self
-                .overflow
-                .as_mut()
-                .is_some_and(|map| map.remove(&addr).is_some()),
+            None => self.overflow.as_mut().and_then(|map| map.remove(&addr)),
         }
     }
 
@@ -171,8 +176,12 @@ mod tests {
         assert_eq!(shard.len(), n);
         // Remove every other one, in place and spilled alike, then reuse the freed places.
         for addr in (1..=n).step_by(2) {
-            assert!(shard.remove(addr * 16), "{addr}");
-            assert!(!shard.remove(addr * 16), "{addr} removed twice");
+            assert_eq!(
+                shard.remove(addr * 16).map(|r| r.requested),
+                Some(addr),
+                "{addr}"
+            );
+            assert!(shard.remove(addr * 16).is_none(), "{addr} removed twice");
         }
         for addr in n + 1..=n + 4 {
             shard.insert(addr * 16, record(addr));
