@@ -160,9 +160,10 @@ pub use parts::symbolize::SymbolizerCost;
 pub use profiler::control::ConfigError;
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;
+pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
-use profiler::{control, init, report, sampled_path};
+use profiler::{auto_dump, control, init, report, sampled_path};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
@@ -389,4 +390,31 @@ pub fn configure(spec: &str) -> Result<(), ConfigError> {
 /// reproducible experiments.
 pub fn reseed(seed: u64) {
     control::reseed(Some(seed));
+}
+
+/// Writes the next sequenced dump, jemalloc's manual kind: `<dump_prefix>.<pid>.<seq>.m<mseq>.heap`
+/// (like `mallctl("prof.dump", NULL)`), atomically and mode 0600, on the calling thread; returns
+/// its path. `seq` is shared with the automatic dumps; `max_dumps` applies. `dump_prefix`
+/// defaults to `jeprof` (in the current directory), as jemalloc's `prof_prefix` does.
+pub fn dump_next() -> Result<std::path::PathBuf, jeprof_dumpfmt::Error> {
+    init::ensure_init();
+    auto_dump::ensure_writer();
+    auto_dump::write_sequenced(auto_dump::Kind::Manual)
+}
+
+/// The heap at its peak: the in-use figures of the live samples as they were when the estimated
+/// live bytes were highest (within the `peak_growth` factor, 1.1 by default: the tracker
+/// re-snapshots when the live bytes exceed its last snapshot's by that factor, tcmalloc's rule).
+/// No accumulated figures; annotations `shim_peak_live_bytes` and `shim_peak_taken_unix_ms`;
+/// symbols when `symbolize` is on. Empty before the first sample.
+pub fn peak_snapshot() -> jeprof_dumpfmt::Profile {
+    auto_dump::peak_profile(base::settings::symbolize())
+}
+
+/// Opens an allocation window: [`AllocationProfile::stop`] returns a [`WindowProfile`] of every
+/// sample allocated between the two, how much of it was freed in the window, and per-stack
+/// lifetimes. Windows may overlap; while none is open they cost the sampled path one load.
+pub fn start_allocation_profile() -> AllocationProfile {
+    init::ensure_init();
+    AllocationProfile::start()
 }

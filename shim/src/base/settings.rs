@@ -15,6 +15,11 @@ pub const DEFAULT_ARENA_SIZE: usize = 64 << 30;
 pub const DEFAULT_MAX_STACKS: usize = 1 << 16;
 /// Default number of frames kept per stack.
 pub const DEFAULT_MAX_FRAMES: usize = 128;
+/// Default prefix of automatic and manual dumps' names, jemalloc's `prof_prefix` default.
+pub const DEFAULT_DUMP_PREFIX: &str = "jeprof";
+/// Default growth factor of the peak tracker: it re-snapshots when the estimated live bytes exceed
+/// the last peak by 10%, tcmalloc's rule.
+pub const DEFAULT_PEAK_GROWTH: f64 = 1.1;
 
 /// The `unwinder` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +51,8 @@ struct Settings {
     max_frames: AtomicUsize,
     arena_size: AtomicUsize,
     max_stacks: AtomicUsize,
+    /// `dump_interval` in bytes (0: no interval dumps); read on every sample.
+    dump_interval: AtomicU64,
     active: AtomicBool,
     seeded: AtomicBool,
     symbolize: AtomicBool,
@@ -60,6 +67,7 @@ static SETTINGS: Settings = Settings {
     max_frames: AtomicUsize::new(DEFAULT_MAX_FRAMES),
     arena_size: AtomicUsize::new(DEFAULT_ARENA_SIZE),
     max_stacks: AtomicUsize::new(DEFAULT_MAX_STACKS),
+    dump_interval: AtomicU64::new(0),
     active: AtomicBool::new(true),
     seeded: AtomicBool::new(false),
     symbolize: AtomicBool::new(true),
@@ -69,6 +77,29 @@ static SETTINGS: Settings = Settings {
 
 /// Where to dump at exit, if anywhere.
 pub(crate) static DUMP_ON_EXIT: Mutex<Option<String>> = Mutex::new(None);
+
+/// `dump_prefix`: the path prefix of sequenced dumps (`None`: [`DEFAULT_DUMP_PREFIX`]).
+pub(crate) static DUMP_PREFIX: Mutex<Option<String>> = Mutex::new(None);
+
+/// The settings of automatic dumps and the peak tracker that the sampled path does not read on
+/// every sample (it reads `dump_interval`, in the line above).
+struct AutoSettings {
+    /// `dump_peak`'s factor as `f64` bits (0.0: no peak dumps).
+    dump_peak: AtomicU64,
+    /// `peak_growth` as `f64` bits.
+    peak_growth: AtomicU64,
+    /// `max_dumps` (0: keep every dump).
+    max_dumps: AtomicU64,
+    /// `dump_final`.
+    dump_final: AtomicBool,
+}
+
+static AUTO: AutoSettings = AutoSettings {
+    dump_peak: AtomicU64::new(0),
+    peak_growth: AtomicU64::new(DEFAULT_PEAK_GROWTH.to_bits()),
+    max_dumps: AtomicU64::new(0),
+    dump_final: AtomicBool::new(false),
+};
 
 // Ordering, for every load and store below: a setting read on its own; it publishes no other
 // memory.
@@ -182,4 +213,65 @@ pub(crate) fn max_stacks() -> usize {
 pub(crate) fn set_max_stacks(stacks: usize) {
     // Ordering: see above.
     SETTINGS.max_stacks.store(stacks, Ordering::Relaxed);
+}
+
+/// Bytes of estimated allocation between interval dumps (0: none).
+#[inline]
+pub(crate) fn dump_interval() -> u64 {
+    // Ordering: see above.
+    SETTINGS.dump_interval.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_dump_interval(bytes: u64) {
+    // Ordering: see above.
+    SETTINGS.dump_interval.store(bytes, Ordering::Relaxed);
+}
+
+/// The factor by which the peak must grow past the last peak dump for another one (0: none).
+pub(crate) fn dump_peak() -> f64 {
+    // Ordering: see above.
+    f64::from_bits(AUTO.dump_peak.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_dump_peak(factor: f64) {
+    // Ordering: see above.
+    AUTO.dump_peak.store(factor.to_bits(), Ordering::Relaxed);
+}
+
+/// The peak tracker's growth factor.
+pub(crate) fn peak_growth() -> f64 {
+    // Ordering: see above.
+    f64::from_bits(AUTO.peak_growth.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_peak_growth(factor: f64) {
+    // Ordering: see above.
+    AUTO.peak_growth.store(factor.to_bits(), Ordering::Relaxed);
+}
+
+/// How many sequenced dumps the process keeps (0: all).
+pub(crate) fn max_dumps() -> u64 {
+    // Ordering: see above.
+    AUTO.max_dumps.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_max_dumps(n: u64) {
+    // Ordering: see above.
+    AUTO.max_dumps.store(n, Ordering::Relaxed);
+}
+
+/// Whether a final `f` dump is written at exit.
+pub(crate) fn dump_final() -> bool {
+    // Ordering: see above.
+    AUTO.dump_final.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_dump_final(on: bool) {
+    // Ordering: see above.
+    AUTO.dump_final.store(on, Ordering::Relaxed);
+}
+
+/// Whether any setting asks for dumps written by the background writer (interval or peak).
+pub(crate) fn wants_writer() -> bool {
+    dump_interval() != 0 || dump_peak() > 0.0
 }

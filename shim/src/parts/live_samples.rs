@@ -102,17 +102,14 @@ impl LiveShard {
         }
     }
 
-    /// Forgets the sample at `addr`; false if there was none.
-    pub(crate) fn remove(&mut self, addr: usize) -> bool {
+    /// Forgets the sample at `addr` and returns its record; `None` if there was none.
+    pub(crate) fn remove(&mut self, addr: usize) -> Option<LiveSample> {
         match self.addresses.iter().position(|&a| a == addr) {
             Some(i) => {
                 self.addresses[i] = 0;
-                true
+                Some(self.records[i])
             }
-            None => self
-                .overflow
-                .as_mut()
-                .is_some_and(|map| map.remove(&addr).is_some()),
+            None => self.overflow.as_mut().and_then(|map| map.remove(&addr)),
         }
     }
 
@@ -171,8 +168,12 @@ mod tests {
         assert_eq!(shard.len(), n);
         // Remove every other one, in place and spilled alike, then reuse the freed places.
         for addr in (1..=n).step_by(2) {
-            assert!(shard.remove(addr * 16), "{addr}");
-            assert!(!shard.remove(addr * 16), "{addr} removed twice");
+            assert_eq!(
+                shard.remove(addr * 16).map(|r| r.requested),
+                Some(addr),
+                "{addr}"
+            );
+            assert!(shard.remove(addr * 16).is_none(), "{addr} removed twice");
         }
         for addr in n + 1..=n + 4 {
             shard.insert(addr * 16, record(addr));

@@ -7,7 +7,9 @@
 //! - [`stacks`]: the interned stacks;
 //! - [`live_samples`]: the sampled objects still live, by address;
 //! - [`thread_totals`]: each thread's totals per stack, and their handover at thread exit;
-//! - [`symbolize`]: in-process symbolization at dump time.
+//! - [`symbolize`]: in-process symbolization at dump time;
+//! - [`triggers`]: the estimated allocated and live bytes, and the background writer's wake-up;
+//! - [`windows`]: allocation windows (what was sampled and freed between a start and a stop).
 
 pub(crate) mod capture;
 pub(crate) mod live_samples;
@@ -16,3 +18,5 @@ pub(crate) mod sampler;
 pub(crate) mod stacks;
 pub(crate) mod symbolize;
 pub(crate) mod thread_totals;
+pub(crate) mod triggers;
+pub(crate) mod windows;

@@ -52,7 +52,10 @@ impl std::error::Error for ConfigError {}
 /// Applies a `key:value,key:value` string (the `JEPROF_SHIM` syntax). Keys:
 /// `sample_rate` (bytes, 0 = off), `active` (true/false), `seed` (u64), `max_frames` (1–256),
 /// `symbolize` (true/false), `dump_on_exit` (a path; empty = none), `unwinder` (fp, backtrace,
-/// auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample), `max_stacks` (count ≥ 1).
+/// auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample),
+/// `max_stacks` (count ≥ 1), `dump_prefix` (a path prefix in a directory that exists; empty =
+/// `jeprof`), `dump_interval` (bytes, 0 = none), `dump_peak` (a factor > 1, 0 = none),
+/// `peak_growth` (a factor > 1), `max_dumps` (count, 0 = all), `dump_final` (true/false).
 pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
     let mut problems = Vec::new();
     let mut rates_changed = false;
@@ -115,9 +118,16 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
                     Err(format!("must be between 1 and {most}"))
                 }
             }),
+            "dump_prefix" => dump_path(value).map(|prefix| *lock(&settings::DUMP_PREFIX) = prefix),
+            "dump_interval" => parse_u64(value).map(settings::set_dump_interval),
+            "dump_peak" => parse_factor(value, true).map(settings::set_dump_peak),
+            "peak_growth" => parse_factor(value, false).map(settings::set_peak_growth),
+            "max_dumps" => parse_u64(value).map(settings::set_max_dumps),
+            "dump_final" => parse_bool(value).map(settings::set_dump_final),
             _ => Err(
                 "unknown key (known: sample_rate, active, seed, max_frames, symbolize, \
-                 dump_on_exit, unwinder, arena_size, max_stacks)"
+                 dump_on_exit, unwinder, arena_size, max_stacks, dump_prefix, dump_interval, \
+                 dump_peak, peak_growth, max_dumps, dump_final)"
                     .to_string(),
             ),
         };
@@ -135,7 +145,7 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// `dump_on_exit`'s path: empty for none; otherwise it must name a file in a directory that exists
+/// `dump_on_exit`'s path (and `dump_prefix`'s): empty for none; otherwise it must name a file in a directory that exists
 /// now, so that a typo is reported when the setting is read and not, silently, at exit.
 fn dump_path(value: &str) -> Result<Option<String>, String> {
     if value.is_empty() {
@@ -159,6 +169,23 @@ fn parse_u64(value: &str) -> Result<u64, String> {
     value
         .parse::<u64>()
         .map_err(|_| format!("`{value}` is not a non-negative integer"))
+}
+
+/// A growth factor: finite, above 1 and at most 1000; 0 too (off) when `zero_is_off`.
+fn parse_factor(value: &str, zero_is_off: bool) -> Result<f64, String> {
+    let factor = value
+        .parse::<f64>()
+        .map_err(|_| format!("`{value}` is not a number"))?;
+    if zero_is_off && factor == 0.0 {
+        return Ok(0.0);
+    }
+    if factor.is_finite() && factor > 1.0 && factor <= 1000.0 {
+        Ok(factor)
+    } else if zero_is_off {
+        Err("must be 0 (off) or a factor above 1 and at most 1000".to_string())
+    } else {
+        Err("must be a factor above 1 and at most 1000".to_string())
+    }
 }
 
 fn parse_bool(value: &str) -> Result<bool, String> {
@@ -214,12 +241,23 @@ mod tests {
             "dump_on_exit:/tmp/",
             "sample_rate:-1",
             "active:yes",
+            "dump_prefix:/no/such/directory/app",
+            "dump_interval:1e9",
+            "dump_peak:1",
+            "dump_peak:nan",
+            "peak_growth:0",
+            "peak_growth:1.0",
+            "max_dumps:-3",
+            "dump_final:maybe",
         ] {
             let err = apply(bad).unwrap_err();
             assert_eq!(err.problems.len(), 1, "{bad}: {err}");
         }
         assert_eq!(settings::arena_size(), before);
         assert!(lock(&settings::DUMP_ON_EXIT).is_none());
+        assert!(lock(&settings::DUMP_PREFIX).is_none());
+        assert_eq!(settings::dump_peak(), 0.0);
+        assert_eq!(settings::peak_growth(), settings::DEFAULT_PEAK_GROWTH);
         apply("max_stacks:4294967294,max_stacks:65536").unwrap();
     }
 }

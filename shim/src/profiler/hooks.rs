@@ -7,6 +7,8 @@ use std::sync::{MutexGuard, RwLockWriteGuard};
 
 use tikv_jemalloc_sys as jem;
 
+use super::auto_dump;
+use super::peak::{PeakSnapshot, PEAK};
 use super::report;
 use crate::base::settings;
 use crate::base::sync::lock;
@@ -17,6 +19,9 @@ use crate::parts::sampled_arena;
 use crate::parts::stacks::{StackTable, STACKS};
 use crate::parts::symbolize;
 use crate::parts::thread_totals::{Registry, TableRef, ThreadTotals, REGISTRY};
+use crate::parts::windows::{Windows, WINDOWS};
+use std::collections::VecDeque;
+use std::path::PathBuf;
 
 /// pid of the process that registered the exit hook (a forked child does not dump at exit).
 static EXIT_HOOK_PID: AtomicU32 = AtomicU32::new(0);
@@ -47,6 +52,10 @@ struct ForkHeld {
     _unwind: RwLockWriteGuard<'static, ()>,
     _arena: MutexGuard<'static, ()>,
     _dump_on_exit: MutexGuard<'static, Option<String>>,
+    _dump_prefix: MutexGuard<'static, Option<String>>,
+    _written: MutexGuard<'static, VecDeque<PathBuf>>,
+    _windows: MutexGuard<'static, Windows>,
+    _peak: MutexGuard<'static, Option<PeakSnapshot>>,
     _registry: MutexGuard<'static, Registry<TableRef>>,
     _tables: Vec<MutexGuard<'static, ThreadTotals>>,
     _stacks: MutexGuard<'static, Option<StackTable>>,
@@ -64,14 +73,19 @@ unsafe impl Sync for ForkSlot {}
 static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 
 extern "C" fn fork_prepare() {
-    // Lock order, the same everywhere: symbolize → unwind → arena → dump_on_exit → registry →
-    // thread tables → stacks → shards.
+    // Lock order, the same everywhere: symbolize → unwind → arena → dump_on_exit → dump_prefix →
+    // written dumps → windows → peak → registry → thread tables → stacks → shards. (The last
+    // seven are each taken alone, except that a snapshot takes the tables in this order.)
     let symbolize = lock(&symbolize::SYMBOLIZE_LOCK);
     let unwind = capture::UNWIND_LOCK
         .write()
         .unwrap_or_else(|e| e.into_inner());
     let arena = lock(&sampled_arena::INIT_LOCK);
     let dump_on_exit = lock(&settings::DUMP_ON_EXIT);
+    let dump_prefix = lock(&settings::DUMP_PREFIX);
+    let written = lock(&auto_dump::WRITTEN);
+    let windows = lock(&WINDOWS);
+    let peak = lock(&PEAK);
     let registry = lock(&REGISTRY);
     let tables = {
         // The list of guards is the one allocation here: keep it out of the profile.
@@ -90,6 +104,10 @@ extern "C" fn fork_prepare() {
         _unwind: unwind,
         _arena: arena,
         _dump_on_exit: dump_on_exit,
+        _dump_prefix: dump_prefix,
+        _written: written,
+        _windows: windows,
+        _peak: peak,
         _registry: registry,
         _tables: tables,
         _stacks: stacks,
@@ -108,6 +126,7 @@ extern "C" fn fork_child() {
     // SAFETY: see `ForkSlot`. The child has only this thread, which holds every lock; releasing
     // them leaves the child's profiler usable.
     unsafe { drop((*FORK_HELD.0.get()).take()) };
+    auto_dump::after_fork_child();
 }
 
 extern "C" fn dump_at_exit() {
@@ -122,4 +141,5 @@ extern "C" fn dump_at_exit() {
             eprintln!("jeprof-shim: dump_on_exit to {path} failed: {e}");
         }
     }
+    auto_dump::at_exit();
 }

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::auto_dump;
 use super::control::{self, ConfigError};
 use super::hooks;
 use crate::base::thread::Guard;
@@ -45,5 +46,33 @@ fn init() {
 pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
     let _guard = Guard::enter();
     ensure_init();
-    control::apply(spec)
+    let result = control::apply(spec);
+    // Outside any allocation: the place to start the writer a new setting may ask for.
+    auto_dump::ensure_writer();
+    result
 }
+
+/// Before `main`, when `JEPROF_SHIM` asks for automatic dumps: reads it and starts the writer
+/// thread, which must not be started inside the allocation that would otherwise read the
+/// environment first. Other settings are still read at first use.
+extern "C" fn start_writer_if_the_environment_asks() {
+    // SAFETY: the name is a NUL-terminated C string; getenv returns NULL or a pointer into the
+    // environment, valid while nothing calls setenv (nothing else runs this early).
+    let raw = unsafe { libc::getenv(c"JEPROF_SHIM".as_ptr()) };
+    if raw.is_null() {
+        return;
+    }
+    // SAFETY: non-null getenv results are NUL-terminated strings.
+    let value = unsafe { std::ffi::CStr::from_ptr(raw) }.to_bytes();
+    let asks = |key: &[u8]| value.windows(key.len()).any(|w| w == key);
+    if asks(b"dump_interval") || asks(b"dump_peak") {
+        ensure_init();
+        let _guard = Guard::enter();
+        auto_dump::ensure_writer();
+    }
+}
+
+/// Runs [`start_writer_if_the_environment_asks`] as an ELF constructor.
+#[used]
+#[link_section = ".init_array"]
+static START_WRITER_BEFORE_MAIN: extern "C" fn() = start_writer_if_the_environment_asks;

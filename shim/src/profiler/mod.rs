@@ -1,18 +1,24 @@
 //! The top layer below `lib.rs`: the profiler, composed of the parts.
 //!
 //! Its modules import the parts and the bottom layer, and each other only in this order:
-//! [`control`] and [`sampled_path`] (nothing of the profiler) → [`report`] → [`hooks`] →
-//! [`init`].
+//! [`control`] and [`peak`] (nothing of the profiler) → [`sampled_path`] → [`report`] →
+//! [`window`] and [`auto_dump`] → [`hooks`] → [`init`].
 //!
 //! - [`control`]: parsing `JEPROF_SHIM` and [`crate::configure`]'s string, and the setters that
 //!   restart the threads' countdowns;
+//! - [`peak`]: the peak tracker (the live samples at the highest live bytes);
 //! - [`sampled_path`]: capture, allocate from the sampled arena, record; frees of sampled objects;
 //! - [`report`]: snapshots, statistics and dumps;
+//! - [`window`]: allocation windows' tokens and profiles;
+//! - [`auto_dump`]: sequenced dumps (interval, peak, manual, final) and the background writer;
 //! - [`hooks`]: the fork handlers and the exit hook;
 //! - [`init`]: initialisation at first use.
 
+pub(crate) mod auto_dump;
 pub(crate) mod control;
 pub(crate) mod hooks;
 pub(crate) mod init;
+pub(crate) mod peak;
 pub(crate) mod report;
 pub(crate) mod sampled_path;
+pub(crate) mod window;

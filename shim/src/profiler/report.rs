@@ -5,6 +5,7 @@ use std::path::Path;
 
 use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts};
 
+use super::peak::PEAK;
 use super::sampled_path::{current_unwinder, dropped, Dropped};
 use crate::base::settings;
 use crate::base::sync::lock;
@@ -13,7 +14,7 @@ use crate::parts::capture::Unwinder;
 use crate::parts::live_samples::{self, LiveSample};
 use crate::parts::symbolize::{self, SymbolizerCost};
 use crate::parts::thread_totals::{TableRef, REGISTRY};
-use crate::parts::{sampled_arena, stacks};
+use crate::parts::{sampled_arena, stacks, triggers, windows};
 
 /// A snapshot of the profiler's own state.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,6 +45,15 @@ pub struct Stats {
     pub arena_bytes_reserved: u64,
     /// Cost of the last in-process symbolization, if one ran.
     pub last_symbolization: Option<SymbolizerCost>,
+    /// Estimated bytes allocated since start (sum of the samples' rounded weights): what
+    /// `dump_interval` counts.
+    pub allocated_bytes_estimate: u64,
+    /// Estimated live bytes (sum of the live samples' rounded weights): what the peak tracker and
+    /// `dump_peak` watch.
+    pub live_bytes_estimate: u64,
+    /// Estimated live bytes of the peak tracker's snapshot ([`crate::peak_snapshot`]; 0 before
+    /// the first sample).
+    pub peak_bytes_estimate: u64,
 }
 
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
@@ -142,18 +152,21 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
             stats.metadata_bytes.to_string(),
         ),
     ];
-    let mut cost = None;
-    if symbolize_now {
-        let keys = profile.symbol_keys();
-        let (symbols, c) = symbolize::symbol_table(&keys);
-        profile.symbols = Some(symbols);
-        profile.annotations.push((
-            "shim_symbolizer_peak_bytes".into(),
-            c.peak_bytes.to_string(),
-        ));
-        cost = Some(c);
-    }
+    let cost = symbolize_now.then(|| add_symbols(&mut profile));
     (profile, cost)
+}
+
+/// Symbolizes `profile`'s frames in-process into its symbol section, noting the symbolizer's
+/// peak in the annotations.
+pub(crate) fn add_symbols(profile: &mut Profile) -> SymbolizerCost {
+    let keys = profile.symbol_keys();
+    let (symbols, cost) = symbolize::symbol_table(&keys);
+    profile.symbols = Some(symbols);
+    profile.annotations.push((
+        "shim_symbolizer_peak_bytes".into(),
+        cost.peak_bytes.to_string(),
+    ));
+    cost
 }
 
 /// Every thread table (a copy of the registry's list, so no lock is held while they are read).
@@ -164,7 +177,7 @@ fn thread_tables() -> Vec<TableRef> {
 /// Frames as written to a dump: the innermost return address minus one (so it points into the
 /// call instruction, and jeprof, which takes the first frame as an exact PC, finds the calling
 /// line), every other frame as returned (jeprof subtracts one itself).
-fn frames_for_dump(frames: &[u64]) -> Vec<u64> {
+pub(crate) fn frames_for_dump(frames: &[u64]) -> Vec<u64> {
     let mut out = frames.to_vec();
     if let Some(first) = out.first_mut() {
         *first = first.saturating_sub(1);
@@ -201,6 +214,18 @@ pub(crate) fn stats() -> Stats {
             None => 0,
         }
     };
+    let peak_bytes_estimate = {
+        let peak = lock(&PEAK);
+        match peak.as_ref() {
+            Some(p) => {
+                metadata +=
+                    p.stacks.capacity() * std::mem::size_of::<(u32, jeprof_dumpfmt::Estimate)>();
+                p.live_bytes
+            }
+            None => 0,
+        }
+    };
+    metadata += windows::heap_bytes();
     let (arena_used, arena_reserved) = sampled_arena::usage();
     Stats {
         live_samples,
@@ -215,6 +240,9 @@ pub(crate) fn stats() -> Stats {
         arena_bytes_used: arena_used as u64,
         arena_bytes_reserved: arena_reserved as u64,
         last_symbolization: symbolize::last_cost(),
+        allocated_bytes_estimate: triggers::allocated_bytes(),
+        live_bytes_estimate: triggers::live_bytes(),
+        peak_bytes_estimate,
     }
 }
 

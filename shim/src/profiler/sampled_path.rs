@@ -13,7 +13,9 @@ use crate::base::thread::{self, Guard};
 use crate::parts::capture::{self, Unwinder, MAX_FRAMES_LIMIT};
 use crate::parts::live_samples::{self, LiveSample};
 use crate::parts::thread_totals::{self, ChargeError};
-use crate::parts::{sampled_arena, stacks};
+use crate::parts::{sampled_arena, stacks, triggers, windows};
+
+use super::peak;
 
 /// How many samples were dropped, by reason. A dropped sample's allocation is served by the inner
 /// allocator and not recorded.
@@ -141,6 +143,14 @@ pub(crate) unsafe fn alloc_sampled(
         thread,
     };
     lock(live_samples::shard_of(ptr as usize)).insert(ptr as usize, record);
+    // After the insert, so that a peak snapshot this sample triggers holds it.
+    let bytes = triggers::weight_bytes(estimate.bytes);
+    if let Some(live) = triggers::on_sample(bytes, settings::dump_interval()) {
+        peak::on_new_high(live);
+    }
+    if windows::any_open() {
+        windows::on_alloc(ptr as usize, stack_id, &estimate);
+    }
     Some(ptr)
 }
 
@@ -150,7 +160,15 @@ pub(crate) unsafe fn alloc_sampled(
 /// `ptr` lies in the sampled arena ([`sampled_arena::RangeCopy::contains`]) and was allocated
 /// with `layout` (the `GlobalAlloc::dealloc` contract).
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
-    lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
+    let removed = lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
+    if let Some(record) = removed {
+        triggers::on_free(triggers::weight_bytes(record.estimate().bytes));
+        if windows::any_open() {
+            // The window's per-stack table may grow: keep that out of the profile.
+            let _guard = Guard::enter();
+            windows::on_free(ptr as usize);
+        }
+    }
     let flags = sampled_arena::free_flags(layout.size(), layout.align());
     // SAFETY: ptr was allocated by mallocx in the sampled arena with this size and alignment
     // (caller contract), so this size and the same alignment flags free it; jemalloc finds the

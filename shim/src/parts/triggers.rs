@@ -1,0 +1,129 @@
+//! The process-wide figures the sampled path keeps for automatic dumps and the peak tracker, and
+//! the wake-up of the background writer.
+//!
+//! Only the sampled path (a sample, or the free of a sampled object) touches them, so the fast
+//! path is unchanged. Every figure is the sum of *rounded* sample estimates (`bytes.round()`), so
+//! the free of a sample subtracts exactly what its allocation added.
+//!
+//! The wake-up is a raw futex on [`PENDING`]: `FUTEX_WAKE` neither allocates nor takes a lock,
+//! so an allocating thread may call it from inside `alloc` (re-entrancy: it cannot recurse into
+//! the allocator), and it costs a system call only when a request is new.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Estimated bytes allocated since start (sum of sample weights): what `dump_interval` counts.
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+/// Estimated bytes live now (sum of live samples' weights).
+static LIVE: AtomicU64 = AtomicU64::new(0);
+/// The live figure above which the peak tracker takes a new snapshot (`u64::MAX` while a
+/// snapshot is being taken, so that only one thread takes it).
+static PEAK_TRIGGER: AtomicU64 = AtomicU64::new(0);
+
+/// Requests for the background writer, one bit each.
+pub(crate) static PENDING: AtomicU32 = AtomicU32::new(0);
+/// An interval dump is due.
+pub(crate) const WANT_INTERVAL: u32 = 1;
+/// A peak dump is due.
+pub(crate) const WANT_PEAK: u32 = 2;
+
+/// Estimated live bytes now.
+pub(crate) fn live_bytes() -> u64 {
+    // Ordering: a statistic read on its own.
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Estimated bytes allocated since start.
+pub(crate) fn allocated_bytes() -> u64 {
+    // Ordering: a statistic read on its own.
+    ALLOCATED.load(Ordering::Relaxed)
+}
+
+/// What a sample adds to the figures: its estimate rounded to whole bytes.
+pub(crate) fn weight_bytes(estimate_bytes: f64) -> u64 {
+    estimate_bytes.round() as u64
+}
+
+/// What the sampled path does after it recorded a sample of `bytes` (rounded weight): adds them
+/// to both figures, requests an interval dump when the allocated figure crossed a multiple of
+/// `interval` (0: none). Returns the live figure when it is above the peak tracker's trigger, so
+/// the caller takes a snapshot (after [`claim_peak`]).
+#[inline]
+pub(crate) fn on_sample(bytes: u64, interval: u64) -> Option<u64> {
+    // Ordering: a sum; nothing is published through it (the writer reads the tables under their
+    // locks).
+    let before = ALLOCATED.fetch_add(bytes, Ordering::Relaxed);
+    if interval != 0 && before / interval != before.wrapping_add(bytes) / interval {
+        request(WANT_INTERVAL);
+    }
+    // Ordering: as above.
+    let live = LIVE.fetch_add(bytes, Ordering::Relaxed).wrapping_add(bytes);
+    // Ordering: a threshold read on its own; a stale one only moves a snapshot by one sample.
+    (live > PEAK_TRIGGER.load(Ordering::Relaxed)).then_some(live)
+}
+
+/// What the free of a sample of `bytes` (rounded weight) does.
+#[inline]
+pub(crate) fn on_free(bytes: u64) {
+    // Ordering: see `on_sample`.
+    LIVE.fetch_sub(bytes, Ordering::Relaxed);
+}
+
+/// Claims the right to take a peak snapshot at live figure `live`: true for one thread, which
+/// must then call [`set_peak_trigger`].
+pub(crate) fn claim_peak(live: u64) -> bool {
+    // Ordering: the exchange only elects one thread; the snapshot itself is published by the
+    // tracker's lock.
+    let trigger = PEAK_TRIGGER.load(Ordering::Relaxed);
+    live > trigger
+        && PEAK_TRIGGER
+            .compare_exchange(trigger, u64::MAX, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+}
+
+/// Sets the live figure the next peak snapshot waits for.
+pub(crate) fn set_peak_trigger(bytes: u64) {
+    // Ordering: see `on_sample`.
+    PEAK_TRIGGER.store(bytes, Ordering::Relaxed);
+}
+
+/// Asks the background writer for `what`; wakes it when the request is new.
+pub(crate) fn request(what: u32) {
+    // Ordering: Release pairs with the writer's Acquire swap: it sees the request (the data it
+    // reads is under the tables' locks, so nothing else needs publishing).
+    if PENDING.fetch_or(what, Ordering::Release) & what == 0 {
+        // SAFETY: FUTEX_WAKE on a valid, aligned u32 that lives for the whole program; the call
+        // reads no other memory and neither allocates nor blocks.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                PENDING.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                1,
+            );
+        }
+    }
+}
+
+/// The writer's wait: returns the pending requests (clearing them), sleeping while there are
+/// none.
+pub(crate) fn wait_for_requests() -> u32 {
+    loop {
+        // Ordering: Acquire pairs with the Release in `request`.
+        let pending = PENDING.swap(0, Ordering::Acquire);
+        if pending != 0 {
+            return pending;
+        }
+        // SAFETY: FUTEX_WAIT on a valid, aligned u32 that lives for the whole program; it sleeps
+        // only while the word is still 0 (so a request made since the swap is not missed) and
+        // returns on a wake, a signal or a spurious wake-up, all of which loop.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                PENDING.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                0u32,
+                std::ptr::null::<libc::timespec>(),
+            );
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! Sequenced dumps, jemalloc's way: `<prefix>.<pid>.<seq>.<kind><kseq>.heap` (and
+//! `<prefix>.<pid>.<seq>.f.heap` for the final one), where `seq` counts every sequenced dump of
+//! the process from 0 and `kseq` the dumps of that kind (jemalloc's `prof_dump_filename`). Interval
+//! (`i`) and peak (`u`) dumps are written by a background writer thread; manual (`m`,
+//! [`crate::dump_next`]) and final (`f`, `dump_final`) ones by the calling or exiting thread.
+//!
+//! The writer is started outside any allocation ([`ensure_writer`]: from `configure`, the public
+//! calls, before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked child), and
+//! sleeps on a futex that the sampled path wakes ([`triggers::request`]). It runs inside the
+//! re-entrancy guard for its whole life: nothing it allocates is sampled, so its dumps never
+//! trigger dumps. A dump copies the tables under their locks (allocating threads wait at most that
+//! long), then symbolizes and writes with no profiler lock held.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use jeprof_dumpfmt::{Profile, Stack};
+
+use super::peak::PEAK;
+use super::report;
+use crate::base::settings::{self, DEFAULT_DUMP_PREFIX};
+use crate::base::sync::lock;
+use crate::base::thread::Guard;
+use crate::parts::stacks::STACKS;
+use crate::parts::triggers;
+
+/// What a sequenced dump holds and why it was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `dump_interval` bytes were allocated (`i`).
+    Interval,
+    /// A new peak (`u`, jemalloc's gdump letter): the peak tracker's snapshot.
+    Peak,
+    /// [`crate::dump_next`] (`m`).
+    Manual,
+    /// At exit (`f`).
+    Final,
+}
+
+/// The sequence counters: `seq` over all kinds, then one per kind (final dumps have none).
+static SEQ: AtomicU64 = AtomicU64::new(0);
+static INTERVAL_SEQ: AtomicU64 = AtomicU64::new(0);
+static PEAK_SEQ: AtomicU64 = AtomicU64::new(0);
+static MANUAL_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The sequenced dumps this process wrote, oldest first (what `max_dumps` prunes).
+pub(crate) static WRITTEN: Mutex<VecDeque<PathBuf>> = Mutex::new(VecDeque::new());
+
+/// pid of the process whose writer thread runs (0: none).
+static WRITER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// The next file name of `kind`, taking its sequence numbers.
+fn next_name(kind: Kind) -> PathBuf {
+    let prefix = lock(&settings::DUMP_PREFIX)
+        .clone()
+        .unwrap_or_else(|| DEFAULT_DUMP_PREFIX.to_string());
+    let pid = std::process::id();
+    // Ordering, for the counters: unique tickets; they publish nothing.
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let name = match kind {
+        Kind::Final => format!("{prefix}.{pid}.{seq}.f.heap"),
+        Kind::Interval => {
+            let i = INTERVAL_SEQ.fetch_add(1, Ordering::Relaxed);
+            format!("{prefix}.{pid}.{seq}.i{i}.heap")
+        }
+        Kind::Peak => {
+            let u = PEAK_SEQ.fetch_add(1, Ordering::Relaxed);
+            format!("{prefix}.{pid}.{seq}.u{u}.heap")
+        }
+        Kind::Manual => {
+            let m = MANUAL_SEQ.fetch_add(1, Ordering::Relaxed);
+            format!("{prefix}.{pid}.{seq}.m{m}.heap")
+        }
+    };
+    PathBuf::from(name)
+}
+
+/// Writes the next sequenced dump of `kind` (atomically, mode 0600), then removes this process's
+/// oldest sequenced dumps beyond `max_dumps`. Returns the path written.
+pub(crate) fn write_sequenced(kind: Kind) -> Result<PathBuf, jeprof_dumpfmt::Error> {
+    let _guard = Guard::enter();
+    let profile = match kind {
+        Kind::Peak => peak_profile(settings::symbolize()),
+        _ => report::snapshot(settings::symbolize()).0,
+    };
+    let path = next_name(kind);
+    jeprof_dumpfmt::write::write_file(&profile, &path, &jeprof_dumpfmt::WriteOptions::default())?;
+    let doomed: Vec<PathBuf> = {
+        let mut written = lock(&WRITTEN);
+        written.push_back(path.clone());
+        let keep = settings::max_dumps() as usize;
+        let excess = if keep == 0 {
+            0
+        } else {
+            written.len().saturating_sub(keep)
+        };
+        written.drain(..excess).collect()
+    };
+    for old in doomed {
+        if let Err(e) = std::fs::remove_file(&old) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!(
+                    "jeprof-shim: max_dumps: could not remove {}: {e}",
+                    old.display()
+                );
+            }
+        }
+    }
+    Ok(path)
+}
+
+/// The peak tracker's snapshot as a profile: in-use figures at the peak, no accumulated ones
+/// (as jemalloc writes them without `prof_accum`); empty before the first sample.
+pub(crate) fn peak_profile(symbolize_now: bool) -> Profile {
+    let _guard = Guard::enter();
+    let (stacks, live_bytes, taken) = match lock(&PEAK).as_ref() {
+        Some(p) => (p.stacks.clone(), p.live_bytes, Some(p.taken)),
+        None => (Vec::new(), 0, None),
+    };
+    let mut profile = Profile::new(settings::sample_rate());
+    {
+        let table = lock(&STACKS);
+        if let Some(table) = table.as_ref() {
+            profile.stacks = stacks
+                .iter()
+                .filter_map(|&(id, inuse)| {
+                    let record = table.records.get(id as usize)?;
+                    let mut stack = Stack {
+                        frames: report::frames_for_dump(record.frames),
+                        ..Stack::default()
+                    };
+                    stack.counts.inuse = inuse;
+                    Some(stack)
+                })
+                .collect();
+        }
+    }
+    profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
+    profile.annotations = vec![("shim_peak_live_bytes".into(), live_bytes.to_string())];
+    if let Some(taken) = taken {
+        let since_epoch = taken
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        profile.annotations.push((
+            "shim_peak_taken_unix_ms".into(),
+            since_epoch.as_millis().to_string(),
+        ));
+    }
+    if symbolize_now {
+        report::add_symbols(&mut profile);
+    }
+    profile
+}
+
+/// Starts this process's writer thread if a setting asks for automatic dumps and none runs yet.
+/// Call only outside an allocation (it spawns a thread).
+pub(crate) fn ensure_writer() {
+    if !settings::wants_writer() {
+        return;
+    }
+    let pid = std::process::id();
+    // Ordering: the exchange only elects the starting thread; the writer reads its settings
+    // with their own loads.
+    let current = WRITER_PID.load(Ordering::Relaxed);
+    if current == pid
+        || WRITER_PID
+            .compare_exchange(current, pid, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let _guard = Guard::enter();
+    let spawned = std::thread::Builder::new()
+        .name("jeprof-shim-writer".into())
+        .spawn(writer);
+    if let Err(e) = spawned {
+        eprintln!("jeprof-shim: could not start the dump writer thread: {e}");
+        // Ordering: see above.
+        WRITER_PID.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The writer thread: waits for requests and writes the dumps asked for, forever.
+fn writer() {
+    let _guard = Guard::enter();
+    loop {
+        let pending = triggers::wait_for_requests();
+        if pending & triggers::WANT_INTERVAL != 0 && settings::dump_interval() != 0 {
+            report_failure(Kind::Interval, write_sequenced(Kind::Interval));
+        }
+        if pending & triggers::WANT_PEAK != 0 && settings::dump_peak() > 0.0 {
+            report_failure(Kind::Peak, write_sequenced(Kind::Peak));
+        }
+    }
+}
+
+fn report_failure(kind: Kind, result: Result<PathBuf, jeprof_dumpfmt::Error>) {
+    if let Err(e) = result {
+        eprintln!("jeprof-shim: {kind:?} dump failed: {e}");
+    }
+}
+
+/// In a forked child: the parent's writer thread does not exist here, and the parent's files are
+/// not the child's to prune. Starts the child's own writer (the child is single-threaded and the
+/// profiler's locks are released).
+pub(crate) fn after_fork_child() {
+    lock(&WRITTEN).clear();
+    // Ordering: the child is single-threaded here.
+    triggers::PENDING.store(0, Ordering::Relaxed);
+    ensure_writer();
+}
+
+/// The final dump at exit, when `dump_final` is on.
+pub(crate) fn at_exit() {
+    if settings::dump_final() {
+        report_failure(Kind::Final, write_sequenced(Kind::Final));
+    }
+}
