@@ -148,16 +148,21 @@ use std::io::Write;
 use std::path::Path;
 
 mod base;
+#[cfg(feature = "http")]
+pub mod http;
 mod parts;
 mod profiler;
 
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
 };
+#[cfg(feature = "http")]
+pub use http::serve;
 pub use jeprof_dumpfmt;
 pub use parts::capture::{Unwinder, MAX_FRAMES_LIMIT};
 pub use parts::symbolize::SymbolizerCost;
 pub use profiler::control::ConfigError;
+pub use profiler::pprof::{PprofOptions, SampleType};
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;
 pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
@@ -382,7 +387,11 @@ pub fn stats() -> Stats {
 /// Applies settings in the `JEPROF_SHIM` syntax (`key:value,...`) at run time. Every valid pair is
 /// applied; the error lists the others. `arena_size` is refused once the arena exists.
 pub fn configure(spec: &str) -> Result<(), ConfigError> {
-    init::configure(spec)
+    let result = init::configure(spec);
+    // Outside any allocation: the place to start the listener an `http` setting asks for.
+    #[cfg(feature = "http")]
+    http::listener_for_settings();
+    result
 }
 
 /// Makes sampling deterministic from now on: every thread restarts its countdown from a generator
@@ -417,4 +426,33 @@ pub fn peak_snapshot() -> jeprof_dumpfmt::Profile {
 pub fn start_allocation_profile() -> AllocationProfile {
     init::ensure_init();
     AllocationProfile::start()
+}
+
+/// The current heap profile in pprof form ([`snapshot`] through [`pprof_of`]): the four sample
+/// types (`inuse_objects`, `inuse_space`, `alloc_objects`, `alloc_space`), unbiased and rounded
+/// to integers, `period` R, the time taken, the profiler's notes as comments, and the labels
+/// `program`, `build_id`, `hostname`, `pid` and `service` (see [`set_service`]) on every sample.
+/// Gzip it with [`jeprof_dumpfmt::pprof::write_gz`] for `go tool pprof`.
+pub fn pprof(options: &PprofOptions) -> jeprof_dumpfmt::pprof::PbProfile {
+    profiler::pprof::encode(&snapshot(), options)
+}
+
+/// `profile` (a [`snapshot`], a [`peak_snapshot`], a [`WindowProfile`]'s) in pprof form, described
+/// as [`pprof`] says. For a window, set [`PprofOptions::time`] and [`PprofOptions::duration`]
+/// from the window's `started` and `duration`.
+pub fn pprof_of(
+    profile: &jeprof_dumpfmt::Profile,
+    options: &PprofOptions,
+) -> jeprof_dumpfmt::pprof::PbProfile {
+    profiler::pprof::encode(profile, options)
+}
+
+/// Names the service this process runs, for the `service` label of pprof profiles (as the
+/// `service:<name>` setting does); `""` removes it. At most 256 printable characters.
+pub fn set_service(name: &str) -> Result<(), ConfigError> {
+    let name = control::service_name(name).map_err(|why| ConfigError {
+        problems: vec![format!("service `{name}`: {why}")],
+    })?;
+    *base::sync::lock(&base::settings::SERVICE) = name;
+    Ok(())
 }
