@@ -65,12 +65,12 @@ pub fn serve(addr: impl ToSocketAddrs) -> io::Result<Server> {
     for i in 0..WORKERS {
         let waiting = Arc::clone(&waiting);
         std::thread::Builder::new()
-            .name(format!("jeprof-shim-http-{i}"))
+            .name(format!("jeprof-http-{i}"))
             .spawn(move || worker(&waiting))?;
     }
     let flag = Arc::clone(&stopping);
     std::thread::Builder::new()
-        .name("jeprof-shim-http".into())
+        .name("jeprof-http".into())
         .spawn(move || accept(&listener, &queue, &flag))?;
     Ok(Server { addr, stopping })
 }
