@@ -112,7 +112,7 @@ fn symbol_page_names_addresses(addr: SocketAddr) {
         (check.status, check.text().as_str()),
         (200, "num_symbols: 1\n")
     );
-    let inside = symbol_page_names_addresses as usize as u64 + 4;
+    let inside = symbol_page_names_addresses as fn(SocketAddr) as usize as u64 + 4;
     let answer = client::post(
         addr,
         "/pprof/symbol",
