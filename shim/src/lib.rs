@@ -52,10 +52,11 @@
 //!
 //! ```text
 //! lib.rs       Profiled, the public functions
-//! profiler/    control (JEPROF_SHIM, setters), sampled_path → report (snapshots, stats, dumps)
+//! profiler/    control (JEPROF_SHIM, setters), peak (tracker) → sampled_path → report
+//!              (snapshots, stats, dumps) → window, auto_dump (sequenced dumps, writer thread)
 //!              → hooks (fork, exit) → init
 //! parts/       sampler · capture · sampled_arena · stacks · live_samples · thread_totals ·
-//!              symbolize (each imports only base/)
+//!              symbolize · triggers · windows (each imports only base/)
 //! base/        thread (per-thread state, re-entrancy guard) · settings · sync (lock, cache line,
 //!              exit key, loom traits) · hash (each imports nothing of the crate)
 //! ```
@@ -78,7 +79,8 @@
 //!
 //! ## Settings
 //! [`dump`], [`dump_to`], [`snapshot`], [`set_sample_rate`], [`set_active`], [`stats`],
-//! [`configure`], [`reseed`]. The environment variable `JEPROF_SHIM`, read once at first use, has
+//! [`configure`], [`reseed`], [`dump_next`], [`peak_snapshot`], [`start_allocation_profile`].
+//! The environment variable `JEPROF_SHIM`, read once at first use, has
 //! jemalloc's `MALLOC_CONF` syntax:
 //! `JEPROF_SHIM=sample_rate:524288,active:true,seed:42,max_frames:128,symbolize:true,dump_on_exit:/path/heap.prof`.
 //! Also `unwinder:fp|backtrace|auto`, `arena_size:<bytes>` (the reserved range; 4 MiB to 32 TiB,
@@ -90,6 +92,31 @@
 //! deterministic program samples the same allocations on every run. `dump_on_exit` dumps from an
 //! `atexit` handler, only in the process that read the setting (a forked child does not
 //! overwrite its parent's dump).
+//!
+//! ## Automatic dumps, the peak heap, allocation windows
+//! Sequenced dumps are named as jemalloc names them, `<dump_prefix>.<pid>.<seq>.<kind>.heap`
+//! with `seq` counting every sequenced dump of the process from 0 and kind `i<n>` (interval),
+//! `u<n>` (peak), `m<n>` (manual, [`dump_next`]) or `f` (final, at exit); `<n>` counts that kind.
+//! - `dump_prefix:<path prefix>` (default `jeprof`; its directory must exist);
+//! - `dump_interval:<bytes>`: a dump each time that many bytes were allocated process-wide,
+//!   counted in *estimated* bytes (the samples' weights), so counting costs nothing between samples;
+//! - `dump_peak:<factor>`: a dump of the peak heap when the estimated live bytes exceed the last
+//!   dumped peak by the factor (> 1);
+//! - `peak_growth:<factor>` (default 1.1): the peak tracker re-snapshots ([`peak_snapshot`]) when
+//!   the estimated live bytes exceed its last snapshot's by this factor (tcmalloc's rule);
+//! - `max_dumps:<n>` (default 0, all): beyond `n`, the oldest sequenced dump *this process* wrote
+//!   is removed;
+//! - `dump_final:true`: a final dump from the `atexit` handler (jemalloc's `prof_final`).
+//!
+//! Interval and peak dumps are written by a background thread, never inside an allocation: the
+//! sampled path only adds to two counters and, when a threshold is crossed, wakes the thread with a
+//! futex (no allocation, no lock). The thread is started outside any allocation (by [`configure`],
+//! the functions here, before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked
+//! child, which gets its own); its allocations are never sampled. Allocating threads wait for a
+//! dump at most as long as it takes to copy the tables. Windows ([`start_allocation_profile`])
+//! return a [`WindowProfile`] of what was allocated between start and stop, what of it is still
+//! live, and per-stack lifetimes; they may overlap, and cost the sampled path one load while none
+//! is open. See `docs/design.md` §10.
 //!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so

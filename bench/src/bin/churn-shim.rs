@@ -38,6 +38,18 @@ enum Task {
         #[arg(long, default_value_t = 100_000)]
         live: u64,
     },
+    /// Memory of the peak tracker: keeps `per-stack` 64-byte blocks live from each of 2^`depth`
+    /// distinct stacks (run with `sample_rate:1`, so every block is a sample), frees them, and
+    /// prints what the tracker holds (peak_tracker_bytes, peak_snapshots, peak_bytes_estimate,
+    /// live_samples_at_peak, distinct_stacks) and the profiler's metadata.
+    PeakMemory {
+        /// Distinct stacks: 2^depth (at most 16, for 65,536 stacks).
+        #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=16))]
+        depth: u32,
+        /// Live blocks per stack at the peak.
+        #[arg(long, default_value_t = 4)]
+        per_stack: u64,
+    },
 }
 
 fn main() {
@@ -50,6 +62,7 @@ fn main() {
         }
         Task::SampleCost { allocations } => sample_cost(allocations as usize),
         Task::Dump { live } => dump_time(live as usize),
+        Task::PeakMemory { depth, per_stack } => peak_memory(depth, per_stack as usize),
     }
 }
 
@@ -135,4 +148,56 @@ fn dump_time(live: usize) {
     println!("symbolizer_retained_bytes {}", cost.retained_bytes);
     println!("metadata_bytes {}", jeprof_shim::stats().metadata_bytes);
     black_box(kept);
+}
+
+/// The blocks the peak-memory task keeps: the boxes are the point, one allocation (one sample)
+/// each.
+#[allow(clippy::vec_box)]
+type Blocks = Vec<Box<[u8; 64]>>;
+
+/// Allocates `per_stack` blocks from the stack that the bits of `path` choose, `depth` frames of
+/// `left`/`right` deep: every `path` below 2^depth is a distinct stack.
+#[inline(never)]
+fn left(path: u32, depth: u32, per_stack: usize, kept: &mut Blocks) {
+    branch(path, depth, per_stack, kept);
+    // Keeps the call from being a tail call, and `left` from being merged with `right` (rustc
+    // merges functions with identical code).
+    black_box(depth ^ 0x5a5a);
+}
+
+#[inline(never)]
+fn right(path: u32, depth: u32, per_stack: usize, kept: &mut Blocks) {
+    branch(path, depth, per_stack, kept);
+    black_box(depth ^ 0xa5a5);
+}
+
+fn branch(path: u32, depth: u32, per_stack: usize, kept: &mut Blocks) {
+    if depth == 0 {
+        for _ in 0..per_stack {
+            kept.push(Box::new([3u8; 64]));
+        }
+    } else if path & 1 == 0 {
+        left(path >> 1, depth - 1, per_stack, kept);
+    } else {
+        right(path >> 1, depth - 1, per_stack, kept);
+    }
+}
+
+fn peak_memory(depth: u32, per_stack: usize) {
+    let stacks = 1u32 << depth;
+    let mut kept: Blocks = Vec::with_capacity(stacks as usize * per_stack);
+    for path in 0..stacks {
+        branch(path, depth, per_stack, &mut kept);
+    }
+    let live_samples_at_peak = jeprof_shim::stats().live_samples;
+    drop(kept);
+    let stats = jeprof_shim::stats();
+    println!("distinct_stacks {}", stats.distinct_stacks);
+    println!("live_samples_at_peak {live_samples_at_peak}");
+    println!("peak_snapshots {}", stats.peak_snapshots);
+    println!("peak_bytes_estimate {}", stats.peak_bytes_estimate);
+    println!("peak_tracker_bytes {}", stats.peak_tracker_bytes);
+    println!("metadata_bytes {}", stats.metadata_bytes);
+    let at_peak = jeprof_shim::peak_snapshot();
+    println!("peak_profile_stacks {}", at_peak.stacks.len());
 }

@@ -23,6 +23,10 @@ pub(crate) struct LiveSample {
     pub(crate) period: u64,
     /// Index into the stack table.
     pub(crate) stack: u32,
+    /// The estimated bytes the process-wide live and allocated figures counted for this sample
+    /// (in what was the record's padding): its free subtracts exactly this, without recomputing
+    /// the weight (an `exp` on every sampled free).
+    pub(crate) counted_bytes: f32,
     /// uid of the allocating thread.
     pub(crate) thread: u64,
 }
@@ -74,8 +78,12 @@ const NO_SAMPLE: LiveSample = LiveSample {
     usable: 0,
     period: 0,
     stack: 0,
+    counted_bytes: 0.0,
     thread: 0,
 };
+
+// The counted bytes fit in what was padding: the record, and so the shard's layout, keeps its size.
+const _: () = assert!(std::mem::size_of::<LiveSample>() == 40);
 
 impl LiveShard {
     const fn new() -> LiveShard {

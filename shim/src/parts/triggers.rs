@@ -2,8 +2,8 @@
 //! the wake-up of the background writer.
 //!
 //! Only the sampled path (a sample, or the free of a sampled object) touches them, so the fast
-//! path is unchanged. Every figure is the sum of *rounded* sample estimates (`bytes.round()`), so
-//! the free of a sample subtracts exactly what its allocation added.
+//! path is unchanged. Every figure is a sum of sample estimates rounded to whole bytes, and a
+//! live sample's record keeps what was added for it, so its free subtracts exactly that.
 //!
 //! The wake-up is a raw futex on [`PENDING`]: `FUTEX_WAKE` neither allocates nor takes a lock,
 //! so an allocating thread may call it from inside `alloc` (re-entrancy: it cannot recurse into
@@ -38,9 +38,16 @@ pub(crate) fn allocated_bytes() -> u64 {
     ALLOCATED.load(Ordering::Relaxed)
 }
 
-/// What a sample adds to the figures: its estimate rounded to whole bytes.
-pub(crate) fn weight_bytes(estimate_bytes: f64) -> u64 {
-    estimate_bytes.round() as u64
+/// What a sample adds to the figures, from the `f32` its record keeps ([`counted`]): rounded to
+/// whole bytes.
+pub(crate) fn weight_bytes(counted: f32) -> u64 {
+    f64::from(counted).round() as u64
+}
+
+/// The estimated bytes of a sample as its record keeps them (an `f32`: 24 bits of precision are
+/// plenty for a figure that only triggers dumps and snapshots).
+pub(crate) fn counted(estimate_bytes: f64) -> f32 {
+    estimate_bytes as f32
 }
 
 /// What the sampled path does after it recorded a sample of `bytes` (rounded weight): adds them
@@ -52,13 +59,19 @@ pub(crate) fn on_sample(bytes: u64, interval: u64) -> Option<u64> {
     // Ordering: a sum; nothing is published through it (the writer reads the tables under their
     // locks).
     let before = ALLOCATED.fetch_add(bytes, Ordering::Relaxed);
-    if interval != 0 && before / interval != before.wrapping_add(bytes) / interval {
+    if crosses_interval(before, bytes, interval) {
         request(WANT_INTERVAL);
     }
     // Ordering: as above.
     let live = LIVE.fetch_add(bytes, Ordering::Relaxed).wrapping_add(bytes);
     // Ordering: a threshold read on its own; a stale one only moves a snapshot by one sample.
     (live > PEAK_TRIGGER.load(Ordering::Relaxed)).then_some(live)
+}
+
+/// Whether adding `bytes` to `before` reaches or passes a multiple of `interval` (0: never).
+#[inline]
+fn crosses_interval(before: u64, bytes: u64, interval: u64) -> bool {
+    interval != 0 && before / interval != before.wrapping_add(bytes) / interval
 }
 
 /// What the free of a sample of `bytes` (rounded weight) does.
@@ -84,6 +97,15 @@ pub(crate) fn claim_peak(live: u64) -> bool {
 pub(crate) fn set_peak_trigger(bytes: u64) {
     // Ordering: see `on_sample`.
     PEAK_TRIGGER.store(bytes, Ordering::Relaxed);
+}
+
+/// In a forked child: a snapshot the parent's other threads were taking will never finish here,
+/// so a claimed trigger is released (the next sample takes a snapshot).
+pub(crate) fn after_fork_child() {
+    // Ordering: the child is single-threaded here.
+    let _ = PEAK_TRIGGER.compare_exchange(u64::MAX, 0, Ordering::Relaxed, Ordering::Relaxed);
+    // Ordering: as above.
+    PENDING.store(0, Ordering::Relaxed);
 }
 
 /// Asks the background writer for `what`; wakes it when the request is new.
@@ -125,5 +147,28 @@ pub(crate) fn wait_for_requests() -> u32 {
                 std::ptr::null::<libc::timespec>(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crosses_interval;
+
+    #[test]
+    fn an_interval_is_crossed_once_per_multiple_reached_and_never_when_off() {
+        let interval = 1000;
+        let mut total = 0u64;
+        let mut crossings = 0;
+        // 1,000 samples of 7 bytes each: 7,000 bytes reach 7 multiples of 1,000.
+        for _ in 0..1000 {
+            crossings += u32::from(crosses_interval(total, 7, interval));
+            total += 7;
+        }
+        assert_eq!(crossings, 7);
+        // One sample larger than the interval is one crossing (the writer merges them anyway).
+        assert!(crosses_interval(10, 5000, interval));
+        assert!(!crosses_interval(1001, 998, interval));
+        assert!(crosses_interval(1001, 999, interval));
+        assert!(!crosses_interval(0, u64::MAX / 2, 0));
     }
 }

@@ -22,8 +22,10 @@ use jeprof_dumpfmt::Estimate;
 use crate::base::hash::Map;
 use crate::base::sync::lock;
 
-/// Most samples tracked at once over all windows: about 20 MiB of table at the cap.
-pub(crate) const MAX_TRACKED: usize = 1 << 18;
+/// Most samples tracked at once over all windows (allocated while one was open and not freed
+/// since): 128 Ki, about 19 MiB of table at the cap (2^18 buckets of 73 bytes), and 64 GiB of
+/// allocation at the default R.
+pub(crate) const MAX_TRACKED: usize = 1 << 17;
 
 /// Number of open windows: the sampled path's one load when none is open.
 static OPEN: AtomicU32 = AtomicU32::new(0);
@@ -289,6 +291,26 @@ mod tests {
             "no window open: the table is given back"
         );
         assert!(w.close(first, at(13)).is_none(), "closed twice");
+    }
+
+    #[test]
+    fn samples_beyond_the_tracked_cap_count_as_allocated_and_untracked() {
+        let mut w = Windows::new();
+        let t0 = Instant::now();
+        let id = w.open(t0);
+        let extra = 3;
+        for i in 0..MAX_TRACKED + extra {
+            w.on_alloc(16 * (i + 1), 1, &est(1.0), t0);
+        }
+        // Every sample is freed; the untracked ones' frees are not seen.
+        for i in 0..MAX_TRACKED + extra {
+            w.on_free(16 * (i + 1), t0);
+        }
+        let stopped = w.close(id, t0).unwrap();
+        let s = stopped.window.stacks[&1];
+        assert_eq!(s.samples, (MAX_TRACKED + extra) as u64);
+        assert_eq!(s.freed_samples, MAX_TRACKED as u64);
+        assert_eq!(stopped.window.untracked, extra as u64);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use jeprof_dumpfmt::{Profile, Stack};
@@ -47,6 +47,14 @@ static MANUAL_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// The sequenced dumps this process wrote, oldest first (what `max_dumps` prunes).
 pub(crate) static WRITTEN: Mutex<VecDeque<PathBuf>> = Mutex::new(VecDeque::new());
+
+/// Held by the writer thread while it writes a dump, and by the exit hook while it writes the
+/// final one: the process does not exit in the middle of the writer's dump (which would leave its
+/// temporary file and a gap in the sequence).
+pub(crate) static WRITING: Mutex<()> = Mutex::new(());
+
+/// Set by the exit hook: the writer writes nothing more.
+static EXITING: AtomicBool = AtomicBool::new(false);
 
 /// pid of the process whose writer thread runs (0: none).
 static WRITER_PID: AtomicU32 = AtomicU32::new(0);
@@ -187,6 +195,12 @@ fn writer() {
     let _guard = Guard::enter();
     loop {
         let pending = triggers::wait_for_requests();
+        let _writing = lock(&WRITING);
+        // Ordering: set before the exit hook takes WRITING, which this thread holds now: the
+        // lock orders the two.
+        if EXITING.load(Ordering::Relaxed) {
+            continue;
+        }
         if pending & triggers::WANT_INTERVAL != 0 && settings::dump_interval() != 0 {
             report_failure(Kind::Interval, write_sequenced(Kind::Interval));
         }
@@ -207,13 +221,16 @@ fn report_failure(kind: Kind, result: Result<PathBuf, jeprof_dumpfmt::Error>) {
 /// profiler's locks are released).
 pub(crate) fn after_fork_child() {
     lock(&WRITTEN).clear();
-    // Ordering: the child is single-threaded here.
-    triggers::PENDING.store(0, Ordering::Relaxed);
+    triggers::after_fork_child();
     ensure_writer();
 }
 
-/// The final dump at exit, when `dump_final` is on.
+/// The final dump at exit, when `dump_final` is on. Waits for a dump the writer is writing, and
+/// keeps the writer from starting another.
 pub(crate) fn at_exit() {
+    // Ordering: see `writer`.
+    EXITING.store(true, Ordering::Relaxed);
+    let _writing = lock(&WRITING);
     if settings::dump_final() {
         report_failure(Kind::Final, write_sequenced(Kind::Final));
     }

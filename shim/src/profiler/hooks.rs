@@ -48,6 +48,7 @@ pub(super) fn install() {
 
 /// Every profiler lock, held from `fork_prepare` to `fork_parent`/`fork_child`.
 struct ForkHeld {
+    _writing: MutexGuard<'static, ()>,
     _symbolize: MutexGuard<'static, ()>,
     _unwind: RwLockWriteGuard<'static, ()>,
     _arena: MutexGuard<'static, ()>,
@@ -73,9 +74,11 @@ unsafe impl Sync for ForkSlot {}
 static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 
 extern "C" fn fork_prepare() {
-    // Lock order, the same everywhere: symbolize → unwind → arena → dump_on_exit → dump_prefix →
+    // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena → dump_on_exit → dump_prefix →
     // written dumps → windows → peak → registry → thread tables → stacks → shards. (The last
     // seven are each taken alone, except that a snapshot takes the tables in this order.)
+    // Waits for the writer's dump in progress, if any: the child must not inherit the lock held.
+    let writing = lock(&auto_dump::WRITING);
     let symbolize = lock(&symbolize::SYMBOLIZE_LOCK);
     let unwind = capture::UNWIND_LOCK
         .write()
@@ -100,6 +103,7 @@ extern "C" fn fork_prepare() {
         *slot = Some(lock(shard));
     }
     let held = ForkHeld {
+        _writing: writing,
         _symbolize: symbolize,
         _unwind: unwind,
         _arena: arena,

@@ -34,6 +34,9 @@ fn init() {
         return;
     }
     let _guard = Guard::enter();
+    // A use of the constructor's static from code that is always linked: an object file of the
+    // crate's archive that nothing referenced would not be linked in, constructor and all.
+    std::hint::black_box(&START_WRITER_BEFORE_MAIN);
     control::apply_environment();
     thread_totals::create_exit_key();
     hooks::install();
@@ -72,7 +75,9 @@ extern "C" fn start_writer_if_the_environment_asks() {
     }
 }
 
-/// Runs [`start_writer_if_the_environment_asks`] as an ELF constructor.
+/// Runs [`start_writer_if_the_environment_asks`] as an ELF constructor. Sound before `main`: it
+/// uses only `getenv`, the profiler's own initialisation (which the first allocation may run as
+/// early) and `std::thread::spawn`, none of which needs `main`'s runtime set-up on Linux.
 #[used]
 #[link_section = ".init_array"]
 static START_WRITER_BEFORE_MAIN: extern "C" fn() = start_writer_if_the_environment_asks;

@@ -5,7 +5,7 @@
 //! Only the sampled path updates it, and only on a sample that crosses the trigger, so
 //! snapshots are taken a logarithmic number of times (at most log base `peak_growth` of the
 //! highest live bytes over the first sample's). A snapshot holds one entry per stack with live
-//! samples (its id and summed estimate, 24 + 32 bytes), so it is bounded by `max_stacks`, not
+//! samples (its id and summed estimate, 40 bytes), so it is bounded by `max_stacks`, not
 //! by the number of live samples. The snapshot is copied with each live shard's lock held in
 //! turn, as a dump's is; the tracker's own lock is taken only to store it.
 
@@ -31,6 +31,22 @@ pub(crate) struct PeakSnapshot {
     pub(crate) taken: SystemTime,
 }
 
+impl PeakSnapshot {
+    /// Heap bytes held (capacity).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.stacks.capacity() * std::mem::size_of::<(u32, Estimate)>()
+    }
+}
+
+/// Snapshots taken since start.
+static SNAPSHOTS: AtomicU64 = AtomicU64::new(0);
+
+/// Snapshots taken since start.
+pub(crate) fn snapshots_taken() -> u64 {
+    // Ordering: a statistics counter, read on its own.
+    SNAPSHOTS.load(Ordering::Relaxed)
+}
+
 /// The last snapshot.
 pub(crate) static PEAK: Mutex<Option<PeakSnapshot>> = Mutex::new(None);
 
@@ -48,13 +64,17 @@ pub(crate) fn on_new_high(live: u64) {
     for shard in LIVE.iter() {
         let shard = lock(shard);
         for sample in shard.samples() {
-            let e = sample.estimate();
-            live_bytes += triggers::weight_bytes(e.bytes);
-            per_stack.entry(sample.stack).or_default().add(&e);
+            live_bytes += triggers::weight_bytes(sample.counted_bytes);
+            per_stack
+                .entry(sample.stack)
+                .or_default()
+                .add(&sample.estimate());
         }
     }
     let growth = settings::peak_growth();
     let next = (live.max(live_bytes) as f64 * growth).min(u64::MAX as f64 / 2.0) as u64;
+    // Ordering: a statistics counter.
+    SNAPSHOTS.fetch_add(1, Ordering::Relaxed);
     let snapshot = PeakSnapshot {
         live_bytes,
         stacks: per_stack.into_iter().collect(),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts};
 
-use super::peak::PEAK;
+use super::peak::{self, PEAK};
 use super::sampled_path::{current_unwinder, dropped, Dropped};
 use crate::base::settings;
 use crate::base::sync::lock;
@@ -54,6 +54,10 @@ pub struct Stats {
     /// Estimated live bytes of the peak tracker's snapshot ([`crate::peak_snapshot`]; 0 before
     /// the first sample).
     pub peak_bytes_estimate: u64,
+    /// Snapshots the peak tracker took since start.
+    pub peak_snapshots: u64,
+    /// Bytes the peak tracker's snapshot holds (capacity; also counted in `metadata_bytes`).
+    pub peak_tracker_bytes: u64,
 }
 
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
@@ -214,17 +218,11 @@ pub(crate) fn stats() -> Stats {
             None => 0,
         }
     };
-    let peak_bytes_estimate = {
-        let peak = lock(&PEAK);
-        match peak.as_ref() {
-            Some(p) => {
-                metadata +=
-                    p.stacks.capacity() * std::mem::size_of::<(u32, jeprof_dumpfmt::Estimate)>();
-                p.live_bytes
-            }
-            None => 0,
-        }
+    let (peak_bytes_estimate, peak_tracker_bytes) = match lock(&PEAK).as_ref() {
+        Some(p) => (p.live_bytes, p.heap_bytes()),
+        None => (0, 0),
     };
+    metadata += peak_tracker_bytes;
     metadata += windows::heap_bytes();
     let (arena_used, arena_reserved) = sampled_arena::usage();
     Stats {
@@ -243,6 +241,8 @@ pub(crate) fn stats() -> Stats {
         allocated_bytes_estimate: triggers::allocated_bytes(),
         live_bytes_estimate: triggers::live_bytes(),
         peak_bytes_estimate,
+        peak_snapshots: peak::snapshots_taken(),
+        peak_tracker_bytes: peak_tracker_bytes as u64,
     }
 }
 

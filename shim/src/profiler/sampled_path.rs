@@ -135,16 +135,18 @@ pub(crate) unsafe fn alloc_sampled(
             return None;
         }
     };
+    let counted_bytes = triggers::counted(estimate.bytes);
     let record = LiveSample {
         requested: size,
         usable,
         period,
         stack: stack_id,
+        counted_bytes,
         thread,
     };
     lock(live_samples::shard_of(ptr as usize)).insert(ptr as usize, record);
     // After the insert, so that a peak snapshot this sample triggers holds it.
-    let bytes = triggers::weight_bytes(estimate.bytes);
+    let bytes = triggers::weight_bytes(counted_bytes);
     if let Some(live) = triggers::on_sample(bytes, settings::dump_interval()) {
         peak::on_new_high(live);
     }
@@ -162,7 +164,7 @@ pub(crate) unsafe fn alloc_sampled(
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
     let removed = lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
     if let Some(record) = removed {
-        triggers::on_free(triggers::weight_bytes(record.estimate().bytes));
+        triggers::on_free(triggers::weight_bytes(record.counted_bytes));
         if windows::any_open() {
             // The window's per-stack table may grow: keep that out of the profile.
             let _guard = Guard::enter();
