@@ -85,7 +85,8 @@
 //! `JEPROF_SHIM=sample_rate:524288,active:true,seed:42,max_frames:128,symbolize:true,dump_on_exit:/path/heap.prof`.
 //! Also `unwinder:fp|backtrace|auto`, `arena_size:<bytes>` (the reserved range; 4 MiB to 32 TiB,
 //! rounded up to a power of two; an arena that cannot be created is said once on stderr) and
-//! `max_stacks:<n>`. `sample_rate:0` turns sampling off. Bad
+//! `max_stacks:<n>`, `service:<name>` (pprof's `service` label) and `http:<ip:port>` (with the
+//! `http` feature, below). `sample_rate:0` turns sampling off. Bad
 //! pairs are reported on stderr and keep their defaults. `seed` makes sampling deterministic:
 //! thread *k* (in the order threads first reach the sampler) draws from a generator seeded with
 //! `seed` and *k*, and the profiler's own allocations do not consume the countdown, so a
@@ -118,6 +119,23 @@
 //! live, and per-stack lifetimes; they may overlap, and cost the sampled path one load while none
 //! is open. See `docs/design.md` §10.
 //!
+//! ## pprof and HTTP
+//! [`pprof`] returns the current profile as pprof's `profile.proto` message, [`pprof_of`] any
+//! profile (a [`peak_snapshot`], a [`WindowProfile`]'s): four sample types (`inuse_objects`,
+//! `inuse_space`, `alloc_objects`, `alloc_space`), `period` R, `time_nanos`, `duration_nanos`, the
+//! default sample type ([`PprofOptions`]), the profiler's notes as comments, and the labels
+//! `program`, `build_id` (GNU build id, read from memory), `hostname`, `pid` and `service`
+//! (`service:<name>` or [`set_service`]) on every sample.
+//!
+//! With the `http` feature (no async runtime), `serve("127.0.0.1:6060")` (or the setting
+//! `http:127.0.0.1:6060`, started before `main`) serves `/debug/pprof/heap`, `/debug/pprof/allocs`
+//! (Go's semantics; `?seconds=N` gives what was allocated in N seconds with the current in-use
+//! figures), `/debug/pprof/peak`, and `/pprof/heap`, `/pprof/symbol`, `/pprof/cmdline` for
+//! `jeprof --text http://host:port/pprof/heap`; `http::handle` is the same as a plain function to
+//! mount in a program's own router (`examples/axum.rs`). Bind to loopback: a profile reveals code
+//! addresses and the memory map. Nothing the listener allocates is sampled. See the `http` module
+//! and `docs/design.md` §11.
+//!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
 //!   [`jeprof_dumpfmt::Estimate::bytes_interval_95`] is a 95% interval (tested over 100 seeds:
@@ -129,7 +147,8 @@
 //!   without destructors, so allocations before `main`, in exiting threads and during thread-local
 //!   destruction work (they are sampled or passed through, never lost).
 //! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
-//!   everywhere: symbolizer, unwinder, arena creation, `dump_on_exit`, thread-table registry,
+//!   everywhere: symbolizer, unwinder, arena creation, `dump_on_exit`, `service`, the `http`
+//!   address, thread-table registry,
 //!   thread tables, stack table, live shards), so a child can allocate and dump while other threads
 //!   of the parent were inside the profiler (tested).
 //! - The publication of the sampled range to `dealloc` and the handover of thread tables are

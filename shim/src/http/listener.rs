@@ -296,22 +296,25 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// The address the `http` setting's listener was started on, so it starts once.
+/// The address the `http` setting's listener was started on, so it starts once. Only locked while
+/// `settings::HTTP_ADDR` is held, which the fork handlers hold: a child never inherits it locked.
 static STARTED: Mutex<Option<String>> = Mutex::new(None);
 
 /// Starts the listener the `http` setting asks for, if it is not running yet; a failure to bind is
-/// said on stderr. Call only outside an allocation (it spawns threads).
+/// said on stderr. Call only outside an allocation (it spawns threads) and after initialisation
+/// (which takes the setting's lock, held here).
 pub(crate) fn start_configured() {
     let _guard = Guard::enter();
-    let Some(addr) = lock(&crate::base::settings::HTTP_ADDR).clone() else {
+    let wanted = lock(&crate::base::settings::HTTP_ADDR);
+    let Some(addr) = wanted.as_deref() else {
         return;
     };
     let mut started = lock(&STARTED);
-    if started.as_deref() == Some(addr.as_str()) {
+    if started.as_deref() == Some(addr) {
         return;
     }
-    match serve(addr.as_str()) {
-        Ok(_) => *started = Some(addr),
+    match serve(addr) {
+        Ok(_) => *started = Some(addr.to_string()),
         Err(e) => eprintln!("jeprof-shim: cannot serve HTTP on {addr}: {e}"),
     }
 }
