@@ -376,3 +376,99 @@ fn cmdline() -> Response {
     }
     Response::ok("text/plain; charset=utf-8", raw)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jeprof_dumpfmt::{Counts, Estimate};
+
+    fn stack(frames: &[u64], inuse: f64, accum: f64) -> Stack {
+        let e = |bytes: f64| Estimate {
+            objects: bytes / 64.0,
+            bytes,
+            ..Estimate::default()
+        };
+        Stack {
+            frames: frames.to_vec(),
+            counts: Counts {
+                inuse: e(inuse),
+                accum: e(accum),
+            },
+            threads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn delta_takes_alloc_from_the_window_and_inuse_from_now() {
+        let mut now = Profile::new(4096);
+        // Live now and allocated long ago; live now and allocated in the window too.
+        now.stacks = vec![stack(&[1, 2], 100.0, 9000.0), stack(&[3], 50.0, 800.0)];
+        let mut window = Profile::new(4096);
+        // Allocated in the window: one stack live now, one all freed since.
+        window.stacks = vec![stack(&[3], 40.0, 300.0), stack(&[4], 0.0, 200.0)];
+        let merged = window_with_current_inuse(&window, now);
+        let find = |f: &[u64]| merged.stacks.iter().find(|s| s.frames == f).unwrap();
+        assert_eq!(find(&[1, 2]).counts.inuse.bytes, 100.0);
+        assert_eq!(find(&[1, 2]).counts.accum.bytes, 0.0);
+        assert_eq!(find(&[3]).counts.inuse.bytes, 50.0);
+        assert_eq!(find(&[3]).counts.accum.bytes, 300.0);
+        assert_eq!(find(&[4]).counts.inuse.bytes, 0.0);
+        assert_eq!(find(&[4]).counts.accum.bytes, 200.0);
+        assert_eq!(merged.stacks.len(), 3);
+    }
+
+    #[test]
+    fn go_parameters_are_checked_and_unknown_ones_ignored() {
+        let p = Params::parse("seconds=30&debug=1&gc=1&extra=whatever").unwrap();
+        assert_eq!((p.seconds, p.debug), (Some(30), 1));
+        let p = Params::parse("").unwrap();
+        assert_eq!((p.seconds, p.debug), (None, 0));
+        for bad in [
+            "seconds=",
+            "seconds=1.5",
+            "seconds=0",
+            "seconds=301",
+            "debug=x",
+            "gc=-1",
+        ] {
+            assert!(Params::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn routing_refuses_unknown_paths_and_methods() {
+        assert_eq!(handle(&Request::get("/debug/pprof/profile")).status, 404);
+        assert_eq!(handle(&Request::get("/pprof/heap/")).status, 404);
+        let post = Request {
+            method: "POST",
+            ..Request::get("/pprof/cmdline")
+        };
+        assert_eq!(handle(&post).status, 405);
+        let symbol = handle(&Request::get("/pprof/symbol"));
+        assert_eq!(
+            (symbol.status, &symbol.body[..]),
+            (200, &b"num_symbols: 1\n"[..])
+        );
+    }
+
+    #[test]
+    fn cmdline_has_no_trailing_nul() {
+        let r = handle(&Request::get("/pprof/cmdline"));
+        assert_eq!(r.status, 200);
+        assert!(!r.body.is_empty() && r.body.last() != Some(&0));
+        let argv0 = std::env::args().next().unwrap();
+        assert!(r.body.starts_with(argv0.as_bytes()));
+    }
+
+    #[test]
+    fn symbol_bodies_are_parsed_as_jeprof_writes_them() {
+        let r = symbols(b"");
+        assert_eq!((r.status, r.body.len()), (200, 0));
+        assert_eq!(symbols(b"0x12+junk").status, 400);
+        assert_eq!(symbols(&[0xff, 0xfe]).status, 400);
+        assert_eq!(symbols(&vec![b'+'; MAX_SYMBOL_BODY + 1]).status, 413);
+        // Addresses no object maps have no name, and get no line.
+        let r = symbols(b"0x10+0x20\n");
+        assert_eq!((r.status, r.body.len()), (200, 0));
+    }
+}
