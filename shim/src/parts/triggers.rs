@@ -152,7 +152,36 @@ pub(crate) fn wait_for_requests() -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::crosses_interval;
+    use super::{crosses_interval, request, wait_for_requests, WANT_INTERVAL, WANT_PEAK};
+
+    /// The futex handshake loses no request, whether it comes before the writer waits, while it
+    /// sleeps, or together with another (nothing else in the unit tests uses the request word).
+    #[test]
+    fn every_request_wakes_the_writer_with_its_bits() {
+        for round in 0..200 {
+            let waiter = std::thread::spawn(wait_for_requests);
+            if round % 2 == 0 {
+                std::thread::yield_now();
+            }
+            request(WANT_INTERVAL);
+            if round % 3 == 0 {
+                request(WANT_PEAK);
+            }
+            let got = waiter.join().unwrap();
+            assert_ne!(got & WANT_INTERVAL, 0, "round {round}: {got}");
+            // A peak request made after the waiter took the interval one is still pending.
+            let left = if round % 3 == 0 && got & WANT_PEAK == 0 {
+                wait_for_requests()
+            } else {
+                0
+            };
+            assert_eq!(
+                (got | left) & WANT_PEAK != 0,
+                round % 3 == 0,
+                "round {round}"
+            );
+        }
+    }
 
     #[test]
     fn an_interval_is_crossed_once_per_multiple_reached_and_never_when_off() {

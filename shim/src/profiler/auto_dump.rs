@@ -4,12 +4,12 @@
 //! (`i`) and peak (`u`) dumps are written by a background writer thread; manual (`m`,
 //! [`crate::dump_next`]) and final (`f`, `dump_final`) ones by the calling or exiting thread.
 //!
-//! The writer is started outside any allocation ([`ensure_writer`]: from `configure`, the public
-//! calls, before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a forked child), and
-//! sleeps on a futex that the sampled path wakes ([`triggers::request`]). It runs inside the
-//! re-entrancy guard for its whole life: nothing it allocates is sampled, so its dumps never
-//! trigger dumps. A dump copies the tables under their locks (allocating threads wait at most that
-//! long), then symbolizes and writes with no profiler lock held.
+//! The writer is started outside any allocation ([`ensure_writer`]: from `configure`,
+//! [`crate::dump_next`], before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a
+//! forked child), and sleeps on a futex that the sampled path wakes ([`triggers::request`]). It
+//! runs inside the re-entrancy guard for its whole life: nothing it allocates is sampled, so its
+//! dumps never trigger dumps. A dump copies the tables under their locks (allocating threads wait
+//! at most that long), then symbolizes and writes with no profiler lock held.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;

@@ -149,8 +149,8 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// `dump_on_exit`'s path (and `dump_prefix`'s): empty for none; otherwise it must name a file in a directory that exists
-/// now, so that a typo is reported when the setting is read and not, silently, at exit.
+/// `dump_on_exit`'s path (and `dump_prefix`'s): empty for none; otherwise it must name a file in
+/// a directory that exists now, so that a typo is reported when the setting is read and not, silently, at exit.
 fn dump_path(value: &str) -> Result<Option<String>, String> {
     if value.is_empty() {
         return Ok(None);

@@ -1,7 +1,8 @@
 //! The fork and exit hooks.
 
 use std::cell::UnsafeCell;
-use std::path::Path;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{MutexGuard, RwLockWriteGuard};
 
@@ -20,8 +21,6 @@ use crate::parts::stacks::{StackTable, STACKS};
 use crate::parts::symbolize;
 use crate::parts::thread_totals::{Registry, TableRef, ThreadTotals, REGISTRY};
 use crate::parts::windows::{Windows, WINDOWS};
-use std::collections::VecDeque;
-use std::path::PathBuf;
 
 /// pid of the process that registered the exit hook (a forked child does not dump at exit).
 static EXIT_HOOK_PID: AtomicU32 = AtomicU32::new(0);
@@ -76,11 +75,12 @@ unsafe impl Sync for ForkSlot {}
 static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 
 extern "C" fn fork_prepare() {
-    // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena → dump_on_exit → dump_prefix →
-    // service → http address (the listener's start runs under it) →
-    // written dumps → windows → peak → registry → thread tables → stacks → shards. (The last
-    // seven are each taken alone, except that a snapshot takes the tables in this order.)
-    // Waits for the writer's dump in progress, if any: the child must not inherit the lock held.
+    // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena
+    // → dump_on_exit → dump_prefix → service → http address (the listener starts under it) →
+    // written dumps → windows → peak → registry → thread tables → stacks → shards. (dump_prefix,
+    // service, written dumps, windows and peak are each taken with no other profiler lock held.)
+    // Taking `writing` waits for the writer's dump in progress, if any: the child must not
+    // inherit it held.
     let writing = lock(&auto_dump::WRITING);
     let symbolize = lock(&symbolize::SYMBOLIZE_LOCK);
     let unwind = capture::UNWIND_LOCK
