@@ -1,7 +1,7 @@
 //! The listener under bad and hostile clients: every bad request gets its 4xx and a one-line
 //! reason; 100 concurrent clients are all answered by the same few threads; clients that
 //! disconnect mid-response, send nothing, or trickle a head leave it serving; and nothing the
-//! listener allocates is sampled. Bounded in time by a watchdog.
+//! listener allocates is sampled; the peak and text forms are served. Bounded in time by a watchdog.
 
 #[path = "common/http.rs"]
 mod client;
@@ -143,6 +143,29 @@ fn symbol_page_names_addresses(addr: SocketAddr) {
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{line}\n"));
 }
 
+/// `/debug/pprof/peak` is pprof with the peak's samples; `debug=1` answers heap_v2 text.
+fn peak_and_text_forms_are_served(addr: SocketAddr) {
+    let peak = client::get(addr, "/debug/pprof/peak").unwrap();
+    assert_eq!(peak.status, 200);
+    let pb = jeprof_shim::jeprof_dumpfmt::pprof::read_gz(&peak.body).expect("peak is pprof");
+    let inuse_bytes: i64 = pb.sample.iter().map(|s| s.value[1]).sum();
+    let peak_estimate = jeprof_shim::stats().peak_bytes_estimate as f64;
+    assert!(inuse_bytes > 0, "no live bytes in the peak profile");
+    assert!(
+        (inuse_bytes as f64 - peak_estimate).abs() <= 0.01 * peak_estimate + pb.sample.len() as f64,
+        "peak profile {inuse_bytes} B, stats() says the peak is {peak_estimate} B"
+    );
+    for target in ["/debug/pprof/heap?debug=1", "/debug/pprof/peak?debug=2"] {
+        let text = client::get(addr, target).unwrap();
+        assert_eq!(text.status, 200);
+        assert!(text.text().contains("heap_v2/"), "{target}: not heap_v2");
+        assert!(
+            text.text().contains("--- symbol"),
+            "{target}: not symbolized"
+        );
+    }
+}
+
 /// The threads of this process named like the listener's (`comm` keeps 15 bytes of a name).
 fn listener_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
@@ -264,6 +287,7 @@ fn main() {
     let live = common::run(10);
     bad_requests_get_their_4xx(addr);
     symbol_page_names_addresses(addr);
+    peak_and_text_forms_are_served(addr);
     hundred_concurrent_clients_are_all_answered(addr);
     disconnecting_and_silent_clients_leave_it_serving(addr);
     serving_is_not_the_services_memory();
