@@ -71,6 +71,16 @@ fn cum_of(top: &str, name: &str) -> Option<f64> {
     })
 }
 
+/// Whether a TCP connection to local `port` is established (`/proc/net/tcp`, state `01`).
+fn established_to(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 3 && fields[1].ends_with(&local) && fields[3] == "01"
+    })
+}
+
 #[inline(never)]
 fn site_before() -> Vec<u8> {
     vec![5u8; 4096]
@@ -135,8 +145,18 @@ fn main() {
             (alloc, scratch)
         })
     };
-    // go starts, connects and the handler opens the window well within 2.5 s; the window lasts 5.
-    std::thread::sleep(Duration::from_millis(2500));
+    // Once go's connection is established, the handler opens the window as soon as it has read
+    // the request line (well within the 0.5 s waited after); the window lasts 5 s.
+    let port = server.local_addr().port();
+    let connected = std::time::Instant::now();
+    while !established_to(port) {
+        assert!(
+            connected.elapsed() < Duration::from_secs(120),
+            "go tool pprof never connected"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     let during: Vec<Vec<u8>> = (0..12288).map(|_| site_during()).collect();
     let (alloc, _) = fetch.join().unwrap();
     let truth = during.len() as f64 * 4096.0;
