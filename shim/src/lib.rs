@@ -85,7 +85,8 @@
 //! `JEPROF_SHIM=sample_rate:524288,active:true,seed:42,max_frames:128,symbolize:true,dump_on_exit:/path/heap.prof`.
 //! Also `unwinder:fp|backtrace|auto`, `arena_size:<bytes>` (the reserved range; 4 MiB to 32 TiB,
 //! rounded up to a power of two; an arena that cannot be created is said once on stderr) and
-//! `max_stacks:<n>`. `sample_rate:0` turns sampling off. Bad
+//! `max_stacks:<n>`, `service:<name>` (pprof's `service` label) and `http:<ip:port>` (with the
+//! `http` feature, below). `sample_rate:0` turns sampling off. Bad
 //! pairs are reported on stderr and keep their defaults. `seed` makes sampling deterministic:
 //! thread *k* (in the order threads first reach the sampler) draws from a generator seeded with
 //! `seed` and *k*, and the profiler's own allocations do not consume the countdown, so a
@@ -119,6 +120,23 @@
 //! live, and per-stack lifetimes; they may overlap, and cost the sampled path one load while none
 //! is open. See `docs/design.md` §10.
 //!
+//! ## pprof and HTTP
+//! [`pprof`] returns the current profile as pprof's `profile.proto` message, [`pprof_of`] any
+//! profile (a [`peak_snapshot`], a [`WindowProfile`]'s): four sample types (`inuse_objects`,
+//! `inuse_space`, `alloc_objects`, `alloc_space`), `period` R, `time_nanos`, `duration_nanos`, the
+//! default sample type ([`PprofOptions`]), the profiler's notes as comments, and the labels
+//! `program`, `build_id` (GNU build id, read from memory), `hostname`, `pid` and `service`
+//! (`service:<name>` or [`set_service`]) on every sample.
+//!
+//! With the `http` feature (no async runtime), `serve("127.0.0.1:6060")` (or the setting
+//! `http:127.0.0.1:6060`, started before `main`) serves `/debug/pprof/heap`, `/debug/pprof/allocs`
+//! (Go's semantics; `?seconds=N` gives what was allocated in N seconds with the current in-use
+//! figures), `/debug/pprof/peak`, and `/pprof/heap`, `/pprof/symbol`, `/pprof/cmdline` for
+//! `jeprof --text http://host:port/pprof/heap`; `http::handle` is the same as a plain function to
+//! mount in a program's own router (`examples/axum.rs`). Bind to loopback: a profile reveals code
+//! addresses and the memory map. Nothing the listener allocates is sampled. See the `http` module
+//! and `docs/design.md` §11.
+//!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
 //!   [`jeprof_dumpfmt::Estimate::bytes_interval_95`] is a 95% interval (tested over 100 seeds:
@@ -131,10 +149,10 @@
 //!   destruction work (they are sampled or passed through, never lost).
 //! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
 //!   everywhere: the writer's dump in progress, symbolizer, unwinder, arena creation,
-//!   `dump_on_exit`, `dump_prefix`, the list of written dumps, windows, peak tracker, thread-table
-//!   registry, thread tables, stack table, live shards), so a child can allocate and dump while
-//!   other threads of the parent were inside the profiler (tested); a child gets a dump writer of
-//!   its own when automatic dumps are on (tested).
+//!   `dump_on_exit`, `dump_prefix`, `service`, the `http` address, the list of written dumps,
+//!   windows, peak tracker, thread-table registry, thread tables, stack table, live shards), so a
+//!   child can allocate and dump while other threads of the parent were inside the profiler
+//!   (tested); a child gets a dump writer of its own when automatic dumps are on (tested).
 //! - The publication of the sampled range to `dealloc` and the handover of thread tables are
 //!   checked by loom models (`RUSTFLAGS="--cfg loom" cargo test -p jeprof-shim --release --lib
 //!   loom`).
@@ -178,16 +196,21 @@ use std::io::Write;
 use std::path::Path;
 
 mod base;
+#[cfg(feature = "http")]
+pub mod http;
 mod parts;
 mod profiler;
 
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
 };
+#[cfg(feature = "http")]
+pub use http::serve;
 pub use jeprof_dumpfmt;
 pub use parts::capture::{Unwinder, MAX_FRAMES_LIMIT};
 pub use parts::symbolize::SymbolizerCost;
 pub use profiler::control::ConfigError;
+pub use profiler::pprof::{PprofOptions, SampleType};
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;
 pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
@@ -412,7 +435,11 @@ pub fn stats() -> Stats {
 /// Applies settings in the `JEPROF_SHIM` syntax (`key:value,...`) at run time. Every valid pair is
 /// applied; the error lists the others. `arena_size` is refused once the arena exists.
 pub fn configure(spec: &str) -> Result<(), ConfigError> {
-    init::configure(spec)
+    let result = init::configure(spec);
+    // Outside any allocation: the place to start the listener an `http` setting asks for.
+    #[cfg(feature = "http")]
+    http::listener_for_settings();
+    result
 }
 
 /// Makes sampling deterministic from now on: every thread restarts its countdown from a generator
@@ -447,4 +474,33 @@ pub fn peak_snapshot() -> jeprof_dumpfmt::Profile {
 pub fn start_allocation_profile() -> AllocationProfile {
     init::ensure_init();
     AllocationProfile::start()
+}
+
+/// The current heap profile in pprof form ([`snapshot`] through [`pprof_of`]): the four sample
+/// types (`inuse_objects`, `inuse_space`, `alloc_objects`, `alloc_space`), unbiased and rounded
+/// to integers, `period` R, the time taken, the profiler's notes as comments, and the labels
+/// `program`, `build_id`, `hostname`, `pid` and `service` (see [`set_service`]) on every sample.
+/// Gzip it with [`jeprof_dumpfmt::pprof::write_gz`] for `go tool pprof`.
+pub fn pprof(options: &PprofOptions) -> jeprof_dumpfmt::pprof::PbProfile {
+    profiler::pprof::encode(&snapshot(), options)
+}
+
+/// `profile` (a [`snapshot`], a [`peak_snapshot`], a [`WindowProfile`]'s) in pprof form, described
+/// as [`pprof`] says. For a window, set [`PprofOptions::time`] and [`PprofOptions::duration`]
+/// from the window's `started` and `duration`.
+pub fn pprof_of(
+    profile: &jeprof_dumpfmt::Profile,
+    options: &PprofOptions,
+) -> jeprof_dumpfmt::pprof::PbProfile {
+    profiler::pprof::encode(profile, options)
+}
+
+/// Names the service this process runs, for the `service` label of pprof profiles (as the
+/// `service:<name>` setting does); `""` removes it. At most 256 printable characters.
+pub fn set_service(name: &str) -> Result<(), ConfigError> {
+    let name = control::service_name(name).map_err(|why| ConfigError {
+        problems: vec![format!("service `{name}`: {why}")],
+    })?;
+    *base::sync::lock(&base::settings::SERVICE) = name;
+    Ok(())
 }

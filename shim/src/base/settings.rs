@@ -78,6 +78,14 @@ static SETTINGS: Settings = Settings {
 /// Where to dump at exit, if anywhere.
 pub(crate) static DUMP_ON_EXIT: Mutex<Option<String>> = Mutex::new(None);
 
+/// The service name the program gave (`service:<name>`, [`crate::set_service`]): a label on
+/// every pprof profile, so a scraper can tell services apart.
+pub(crate) static SERVICE: Mutex<Option<String>> = Mutex::new(None);
+
+/// The address the `http` setting asked the listener to serve on (started outside any allocation;
+/// see `serve`).
+pub(crate) static HTTP_ADDR: Mutex<Option<String>> = Mutex::new(None);
+
 /// `dump_prefix`: the path prefix of sequenced dumps (`None`: [`DEFAULT_DUMP_PREFIX`]).
 pub(crate) static DUMP_PREFIX: Mutex<Option<String>> = Mutex::new(None);
 

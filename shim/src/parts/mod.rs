@@ -2,6 +2,7 @@
 //! never each other; the profiler, a layer up, composes them.
 //!
 //! - [`sampler`]: the per-thread byte countdown and its draw (the fast path);
+//! - [`build_ids`]: the GNU build ids of the loaded objects, for pprof's mappings;
 //! - [`capture`]: stack capture (frame pointers, libgcc);
 //! - [`sampled_arena`]: the jemalloc arena sampled objects live in, and the range `dealloc` checks;
 //! - [`stacks`]: the interned stacks;
@@ -11,6 +12,7 @@
 //! - [`triggers`]: the estimated allocated and live bytes, and the background writer's wake-up;
 //! - [`windows`]: allocation windows (what was sampled and freed between a start and a stop).
 
+pub(crate) mod build_ids;
 pub(crate) mod capture;
 pub(crate) mod live_samples;
 pub(crate) mod sampled_arena;

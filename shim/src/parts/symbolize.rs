@@ -5,6 +5,12 @@
 //! it runs inside the re-entrancy guard (so none of it is sampled), its peak is measured with
 //! jemalloc's per-thread counters (`thread.allocatedp` / `thread.deallocatedp`, read between
 //! lookups), and `backtrace::clear_symbol_cache()` drops the caches right after.
+//!
+//! What *is* kept is the names found ([`NAMES`], at most [`MAX_CACHED_ADDRESSES`] addresses): a
+//! profile served every few seconds names the same few thousand addresses each time, and parsing
+//! the debug info again for them would cost the same peak and hundreds of milliseconds per
+//! request. Only addresses not named before are looked up; the names are dropped when a shared
+//! object was unloaded since (its addresses may now hold other code).
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -19,7 +25,7 @@ use crate::base::sync::lock;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SymbolizerCost {
-    /// Addresses looked up.
+    /// Addresses looked up in the debug info (those named by an earlier symbolization are not).
     pub addresses: usize,
     /// Highest net bytes allocated by the dumping thread during symbolization (debug-info caches
     /// and names), sampled between lookups.
@@ -31,6 +37,47 @@ pub struct SymbolizerCost {
 /// Serialises symbolization (backtrace's caches are process-wide) and is held across `fork`, so a
 /// child never inherits the backtrace crate's lock held by another thread.
 pub(crate) static SYMBOLIZE_LOCK: Mutex<()> = Mutex::new(());
+
+/// The most addresses whose names are kept between symbolizations (a few MiB of names); beyond it
+/// the kept names are dropped and the cache starts over.
+pub(crate) const MAX_CACHED_ADDRESSES: usize = 1 << 15;
+
+/// Names found by earlier symbolizations (an empty list: the address has no name), and the
+/// loader's count of unloaded objects when they were found. Only locked while [`SYMBOLIZE_LOCK`]
+/// is held, so the fork handlers, which hold that, never leave it locked in a child.
+struct NameCache {
+    names: BTreeMap<u64, Vec<String>>,
+    unloads: u64,
+}
+
+static NAMES: Mutex<NameCache> = Mutex::new(NameCache {
+    names: BTreeMap::new(),
+    unloads: 0,
+});
+
+/// How many shared objects the loader has unloaded so far (`dlpi_subs`, the same in every
+/// object's `dl_phdr_info`).
+fn unloads() -> u64 {
+    /// The callback: reads the counter from the first object and stops.
+    ///
+    /// # Safety
+    /// `info` is the `dl_phdr_info` dl_iterate_phdr passes, `data` the `&mut u64` [`unloads`]
+    /// passed.
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: see the contract.
+        unsafe { *data.cast::<u64>() = (*info).dlpi_subs };
+        1
+    }
+    let mut subs = 0u64;
+    // SAFETY: `first` matches the callback's signature and writes only through `data`, which
+    // points at `subs`, alive for the call.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&mut subs as *mut u64).cast()) };
+    subs
+}
 
 // The last symbolization's cost, as plain atomics (no lock, so nothing to hold across `fork`).
 // Ordering: statistics, each read on its own; a reader racing a symbolization may mix two runs.
@@ -75,11 +122,25 @@ impl ThreadCounters {
 /// inlined function first, and what it cost. The caller holds the re-entrancy guard.
 pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     let _serial = lock(&SYMBOLIZE_LOCK);
+    let mut cache = lock(&NAMES);
+    let unloaded = unloads();
+    if cache.unloads != unloaded || cache.names.len() + keys.len() > MAX_CACHED_ADDRESSES {
+        cache.names.clear();
+        cache.unloads = unloaded;
+    }
     let counters = ThreadCounters::new();
     let base = counters.as_ref().map_or(0, ThreadCounters::net);
     let mut peak = 0i64;
     let mut names = BTreeMap::new();
+    let mut looked_up = 0;
     for &key in keys {
+        if let Some(list) = cache.names.get(&key) {
+            if !list.is_empty() {
+                names.insert(key, list.clone());
+            }
+            continue;
+        }
+        looked_up += 1;
         let mut list = Vec::new();
         // backtrace::resolve subtracts one from the address it is given (it expects return
         // addresses); our keys already point into the call, so add it back.
@@ -88,6 +149,9 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
                 list.push(format!("{name:#}"));
             }
         });
+        if keys.len() <= MAX_CACHED_ADDRESSES {
+            cache.names.insert(key, list.clone());
+        }
         if !list.is_empty() {
             names.insert(key, list);
         }
@@ -101,7 +165,7 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
         .ok()
         .map(|p| p.display().to_string());
     let cost = SymbolizerCost {
-        addresses: keys.len(),
+        addresses: looked_up,
         peak_bytes: peak.max(0) as u64,
         retained_bytes: retained.max(0) as u64,
     };
@@ -110,4 +174,31 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     LAST_RETAINED.store(cost.retained_bytes, Ordering::Relaxed);
     LAST_ADDRESSES.store(cost.addresses as u64, Ordering::Relaxed);
     (SymbolTable { binary, names }, cost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn named_function() -> u64 {
+        std::hint::black_box(7)
+    }
+
+    #[test]
+    fn names_found_once_are_served_again_without_a_lookup() {
+        // An address inside `named_function`, as a dump's key for a caller frame would be.
+        let key = named_function as fn() -> u64 as usize as u64 + 1;
+        let (first, cost) = symbol_table(&[key]);
+        let names = first.names.get(&key).expect("named");
+        assert!(
+            names.iter().any(|n| n.ends_with("named_function")),
+            "{names:?}"
+        );
+        let (again, cost_again) = symbol_table(&[key]);
+        assert_eq!(again.names, first.names);
+        assert!(cost.addresses <= 1, "{cost:?}");
+        assert_eq!(cost_again.addresses, 0, "looked up again: {cost_again:?}");
+        assert_eq!(cost_again.peak_bytes, 0);
+    }
 }

@@ -55,7 +55,9 @@ impl std::error::Error for ConfigError {}
 /// auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample),
 /// `max_stacks` (count ≥ 1), `dump_prefix` (a path prefix in a directory that exists; empty =
 /// `jeprof`), `dump_interval` (bytes, 0 = none), `dump_peak` (a factor > 1, 0 = none),
-/// `peak_growth` (a factor > 1), `max_dumps` (count, 0 = all), `dump_final` (true/false).
+/// `peak_growth` (a factor > 1), `max_dumps` (count, 0 = all), `dump_final` (true/false),
+/// `service` (a name for pprof's labels; empty = none), `http` (`ip:port` to serve on, with the
+/// `http` feature; empty = none).
 pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
     let mut problems = Vec::new();
     let mut rates_changed = false;
@@ -85,6 +87,8 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
             }),
             "symbolize" => parse_bool(value).map(settings::set_symbolize),
             "dump_on_exit" => dump_path(value).map(|path| *lock(&settings::DUMP_ON_EXIT) = path),
+            "service" => service_name(value).map(|name| *lock(&settings::SERVICE) = name),
+            "http" => http_address(value).map(|addr| *lock(&settings::HTTP_ADDR) = addr),
             "unwinder" => match value {
                 "fp" => Ok(UnwinderChoice::FramePointer),
                 "backtrace" => Ok(UnwinderChoice::Backtrace),
@@ -127,7 +131,7 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
             _ => Err(
                 "unknown key (known: sample_rate, active, seed, max_frames, symbolize, \
                  dump_on_exit, unwinder, arena_size, max_stacks, dump_prefix, dump_interval, \
-                 dump_peak, peak_growth, max_dumps, dump_final)"
+                 dump_peak, peak_growth, max_dumps, dump_final, service, http)"
                     .to_string(),
             ),
         };
@@ -163,6 +167,32 @@ fn dump_path(value: &str) -> Result<Option<String>, String> {
         return Err(format!("the directory `{}` does not exist", dir.display()));
     }
     Ok(Some(value.to_string()))
+}
+
+/// `service`'s name: empty for none; printable, without the `,` that would end the pair.
+pub(crate) fn service_name(value: &str) -> Result<Option<String>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if value.len() > 256 || value.chars().any(|c| c.is_control()) {
+        return Err("must be at most 256 printable characters".to_string());
+    }
+    Ok(Some(value.to_string()))
+}
+
+/// `http`'s listening address (`host:port`, an IP address; empty for none). Refused without the
+/// crate's `http` feature, so a setting that would silently serve nothing is reported.
+fn http_address(value: &str) -> Result<Option<String>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if !cfg!(feature = "http") {
+        return Err("this build of jeprof-shim has no `http` feature".to_string());
+    }
+    value
+        .parse::<std::net::SocketAddr>()
+        .map(|_| Some(value.to_string()))
+        .map_err(|_| format!("`{value}` is not an IP address and port (e.g. 127.0.0.1:6060)"))
 }
 
 fn parse_u64(value: &str) -> Result<u64, String> {

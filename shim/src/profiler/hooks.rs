@@ -53,6 +53,8 @@ struct ForkHeld {
     _arena: MutexGuard<'static, ()>,
     _dump_on_exit: MutexGuard<'static, Option<String>>,
     _dump_prefix: MutexGuard<'static, Option<String>>,
+    _service: MutexGuard<'static, Option<String>>,
+    _http_addr: MutexGuard<'static, Option<String>>,
     _written: MutexGuard<'static, VecDeque<PathBuf>>,
     _windows: MutexGuard<'static, Windows>,
     _peak: MutexGuard<'static, Option<PeakSnapshot>>,
@@ -74,10 +76,11 @@ static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 
 extern "C" fn fork_prepare() {
     // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena
-    // → dump_on_exit → dump_prefix → written dumps → windows → peak → registry → thread tables →
-    // stacks → shards. (dump_prefix, written dumps, windows and peak are each taken with no other
-    // profiler lock held.) Taking `writing` waits for the writer's dump in progress, if any: the
-    // child must not inherit it held.
+    // → dump_on_exit → dump_prefix → service → http address (the listener starts under it) →
+    // written dumps → windows → peak → registry → thread tables → stacks → shards. (dump_prefix,
+    // service, written dumps, windows and peak are each taken with no other profiler lock held.)
+    // Taking `writing` waits for the writer's dump in progress, if any: the child must not
+    // inherit it held.
     let writing = lock(&auto_dump::WRITING);
     let symbolize = lock(&symbolize::SYMBOLIZE_LOCK);
     let unwind = capture::UNWIND_LOCK
@@ -86,6 +89,8 @@ extern "C" fn fork_prepare() {
     let arena = lock(&sampled_arena::INIT_LOCK);
     let dump_on_exit = lock(&settings::DUMP_ON_EXIT);
     let dump_prefix = lock(&settings::DUMP_PREFIX);
+    let service = lock(&settings::SERVICE);
+    let http_addr = lock(&settings::HTTP_ADDR);
     let written = lock(&auto_dump::WRITTEN);
     let windows = lock(&WINDOWS);
     let peak = lock(&PEAK);
@@ -109,6 +114,8 @@ extern "C" fn fork_prepare() {
         _arena: arena,
         _dump_on_exit: dump_on_exit,
         _dump_prefix: dump_prefix,
+        _service: service,
+        _http_addr: http_addr,
         _written: written,
         _windows: windows,
         _peak: peak,

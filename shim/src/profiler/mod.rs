@@ -2,7 +2,7 @@
 //!
 //! Its modules import the parts and the bottom layer, and each other only in this order:
 //! [`control`] and [`peak`] (nothing of the profiler) → [`sampled_path`] → [`report`] →
-//! [`window`] and [`auto_dump`] → [`hooks`] → [`init`].
+//! [`window`], [`auto_dump`] and [`pprof`] → [`hooks`] → [`init`].
 //!
 //! - [`control`]: parsing `JEPROF_SHIM` and [`crate::configure`]'s string, and the setters that
 //!   restart the threads' countdowns;
@@ -11,6 +11,7 @@
 //! - [`report`]: snapshots, statistics and dumps;
 //! - [`window`]: allocation windows' tokens and profiles;
 //! - [`auto_dump`]: sequenced dumps (interval, peak, manual, final) and the background writer;
+//! - [`pprof`]: profiles in pprof form, with the labels that name the process;
 //! - [`hooks`]: the fork handlers and the exit hook;
 //! - [`init`]: initialisation at first use.
 
@@ -19,6 +20,7 @@ pub(crate) mod control;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod peak;
+pub(crate) mod pprof;
 pub(crate) mod report;
 pub(crate) mod sampled_path;
 pub(crate) mod window;

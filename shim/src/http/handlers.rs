@@ -1,0 +1,474 @@
+//! The endpoints as plain functions: a [`Request`] in, a [`Response`] out, no I/O, so a program
+//! can mount them in its own router (see `examples/axum.rs`) as well as behind [`super::serve`].
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use jeprof_dumpfmt::{Profile, Stack, WriteOptions};
+
+use crate::base::settings;
+use crate::base::thread::Guard;
+use crate::parts::symbolize;
+use crate::profiler::pprof::{encode, PprofOptions, SampleType};
+use crate::profiler::{auto_dump, report};
+
+/// The longest `?seconds=` window a request may ask for (Go's handler has no cap of its own; a
+/// bounded wait keeps a worker from being held indefinitely).
+pub const MAX_WINDOW_SECONDS: u64 = 300;
+
+/// The largest `/pprof/symbol` body accepted (a bigger one gets 413): a million bytes hold about
+/// 60,000 addresses, more than a heap profile's distinct frames.
+pub const MAX_SYMBOL_BODY: usize = 1 << 20;
+
+/// At most this many `?seconds=` requests wait at once (more get 503), so windows never hold every
+/// worker of the listener.
+pub const MAX_CONCURRENT_WINDOWS: usize = 2;
+
+/// The paths [`handle`] serves.
+pub const PATHS: [&str; 6] = [
+    "/debug/pprof/heap",
+    "/debug/pprof/allocs",
+    "/debug/pprof/peak",
+    "/pprof/heap",
+    "/pprof/symbol",
+    "/pprof/cmdline",
+];
+
+/// An HTTP request as the handlers need it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// `GET`, `POST`, ... (case-sensitive, as HTTP says).
+    pub method: &'a str,
+    /// The path, without the query (`/debug/pprof/heap`).
+    pub path: &'a str,
+    /// The query string without its `?` (`seconds=10&gc=1`), empty when none.
+    pub query: &'a str,
+    /// The body (only `POST /pprof/symbol` reads it).
+    pub body: &'a [u8],
+}
+
+impl<'a> Request<'a> {
+    /// A request for `target` (a path with an optional `?query`), with no body.
+    pub fn get(target: &'a str) -> Request<'a> {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        Request {
+            method: "GET",
+            path,
+            query,
+            body: &[],
+        }
+    }
+}
+
+/// An HTTP response: status, content type and body. Errors are 4xx/5xx with a one-line
+/// `text/plain` reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The `Content-Type` header's value.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    fn ok(content_type: &'static str, body: Vec<u8>) -> Response {
+        Response {
+            status: 200,
+            content_type,
+            body,
+        }
+    }
+
+    /// An error with a one-line reason.
+    pub fn error(status: u16, reason: impl std::fmt::Display) -> Response {
+        let mut line = reason.to_string().replace(['\r', '\n'], " ");
+        line.push('\n');
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: line.into_bytes(),
+        }
+    }
+}
+
+/// Serves one request. Everything it allocates is outside sampling (it runs inside the profiler's
+/// re-entrancy guard), so serving a profile never shows in the profile. `?seconds=N` requests
+/// block for N seconds.
+pub fn handle(request: &Request<'_>) -> Response {
+    let _guard = Guard::enter();
+    let path = request.path;
+    let Some(&known) = PATHS.iter().find(|&&p| p == path) else {
+        return Response::error(
+            404,
+            format_args!("unknown path `{path}` (served: {})", PATHS.join(", ")),
+        );
+    };
+    let method_ok = match known {
+        "/pprof/symbol" => matches!(request.method, "GET" | "POST" | "HEAD"),
+        _ => matches!(request.method, "GET" | "HEAD"),
+    };
+    if !method_ok {
+        return Response::error(
+            405,
+            format_args!("{} does not serve {}", known, request.method),
+        );
+    }
+    let params = match Params::parse(request.query) {
+        Ok(p) => p,
+        Err(why) => return Response::error(400, why),
+    };
+    match known {
+        "/debug/pprof/heap" => go_heap(&params, SampleType::InuseSpace),
+        "/debug/pprof/allocs" => go_heap(&params, SampleType::AllocSpace),
+        "/debug/pprof/peak" => peak(&params),
+        "/pprof/heap" => legacy_heap(),
+        "/pprof/symbol" if request.method == "POST" => symbols(request.body),
+        // jeprof's CheckSymbolPage only asks whether symbols can be had at all.
+        "/pprof/symbol" => Response::ok("text/plain", b"num_symbols: 1\n".to_vec()),
+        _ => cmdline(),
+    }
+}
+
+/// The query parameters Go's `/debug/pprof/heap` takes: `seconds`, `debug`, `gc` (accepted and
+/// ignored: there is no collector to run). Others are ignored, as Go does.
+struct Params {
+    seconds: Option<u64>,
+    debug: u64,
+}
+
+impl Params {
+    fn parse(query: &str) -> Result<Params, String> {
+        let mut values: HashMap<String, String> = HashMap::new();
+        for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+            values.insert(k.into_owned(), v.into_owned());
+        }
+        let number = |key: &str| -> Result<Option<u64>, String> {
+            values
+                .get(key)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .map_err(|_| format!("`{key}={v}`: expected a non-negative integer"))
+                })
+                .transpose()
+        };
+        let seconds = number("seconds")?;
+        if let Some(s) = seconds {
+            if !(1..=MAX_WINDOW_SECONDS).contains(&s) {
+                return Err(format!("`seconds={s}`: expected 1 to {MAX_WINDOW_SECONDS}"));
+            }
+        }
+        number("gc")?;
+        Ok(Params {
+            seconds,
+            debug: number("debug")?.unwrap_or(0),
+        })
+    }
+}
+
+/// `/debug/pprof/heap` and `/allocs`: the same four sample types, a different one first. With
+/// `seconds=N`, a delta profile: `alloc_*` count what was allocated in the N seconds, `inuse_*`
+/// are the current figures (Go subtracts in-use figures too, which means nothing for a quantity
+/// that is not cumulative). `debug=1` or more: the heap_v2 text, symbolized.
+fn go_heap(params: &Params, first: SampleType) -> Response {
+    let mut options = PprofOptions {
+        default_sample_type: first,
+        ..PprofOptions::default()
+    };
+    let profile = match params.seconds {
+        None => report::snapshot(false).0,
+        Some(seconds) => {
+            let Some(_slot) = WindowSlot::take() else {
+                return Response::error(
+                    503,
+                    format_args!(
+                        "{MAX_CONCURRENT_WINDOWS} requests with `seconds` are already waiting; \
+                         retry later"
+                    ),
+                );
+            };
+            let window = crate::start_allocation_profile();
+            std::thread::sleep(Duration::from_secs(seconds));
+            let window = window.stop();
+            options.time = Some(window.started);
+            options.duration = window.duration;
+            options.comments.push(format!(
+                "delta: alloc_* over the last {seconds} s; inuse_* now"
+            ));
+            window_with_current_inuse(&window.profile, report::snapshot(false).0)
+        }
+    };
+    respond(profile, params, &options)
+}
+
+/// `/debug/pprof/peak`: the live samples at the highest estimated live bytes.
+fn peak(params: &Params) -> Response {
+    if params.seconds.is_some() {
+        return Response::error(400, "`seconds` means nothing for the peak profile");
+    }
+    let options = PprofOptions {
+        comments: vec![
+            "peak heap: the live samples when the estimated live bytes were highest".into(),
+        ],
+        ..PprofOptions::default()
+    };
+    respond(auto_dump::peak_profile(false), params, &options)
+}
+
+/// Symbolizes `profile` (when the `symbolize` setting is on) and encodes it as gzipped pprof, or
+/// as heap_v2 text for `debug` ≥ 1.
+fn respond(mut profile: Profile, params: &Params, options: &PprofOptions) -> Response {
+    if settings::symbolize() {
+        report::add_symbols(&mut profile);
+    }
+    if params.debug > 0 {
+        return heap_v2(&profile, true);
+    }
+    let pb = encode(&profile, options);
+    let mut body = Vec::new();
+    match jeprof_dumpfmt::pprof::write_gz(&pb, &mut body) {
+        Ok(()) => Response::ok("application/octet-stream", body),
+        Err(e) => Response::error(500, format_args!("encoding the profile failed: {e}")),
+    }
+}
+
+/// `profile` as heap_v2 text (with its symbol section when `symbols`).
+fn heap_v2(profile: &Profile, symbols: bool) -> Response {
+    let mut body = Vec::new();
+    let options = WriteOptions {
+        symbols,
+        ..WriteOptions::default()
+    };
+    match jeprof_dumpfmt::write::write(profile, &mut body, &options) {
+        Ok(()) => Response::ok("text/plain; charset=utf-8", body),
+        Err(e) => Response::error(500, format_args!("writing the profile failed: {e}")),
+    }
+}
+
+/// The window's `accum` per stack with the current `inuse` per stack (stacks matched by frames);
+/// per-thread figures are left out, as a window has none.
+fn window_with_current_inuse(window: &Profile, current: Profile) -> Profile {
+    let mut merged = Profile::new(current.sample_period);
+    let mut index: HashMap<Vec<u64>, usize> = HashMap::new();
+    for stack in current.stacks {
+        if stack.counts.inuse.objects > 0.0 {
+            index.insert(stack.frames.clone(), merged.stacks.len());
+            merged.stacks.push(Stack {
+                frames: stack.frames,
+                counts: jeprof_dumpfmt::Counts {
+                    inuse: stack.counts.inuse,
+                    accum: Default::default(),
+                },
+                threads: Vec::new(),
+            });
+        }
+    }
+    for stack in &window.stacks {
+        match index.get(&stack.frames) {
+            Some(&i) => merged.stacks[i].counts.accum = stack.counts.accum,
+            None => merged.stacks.push(Stack {
+                frames: stack.frames.clone(),
+                counts: jeprof_dumpfmt::Counts {
+                    inuse: Default::default(),
+                    accum: stack.counts.accum,
+                },
+                threads: Vec::new(),
+            }),
+        }
+    }
+    merged.mapped_libraries = current.mapped_libraries;
+    merged.annotations = current.annotations;
+    merged
+        .annotations
+        .extend(window.annotations.iter().cloned());
+    merged
+}
+
+/// One of the [`MAX_CONCURRENT_WINDOWS`] places for a waiting `?seconds=` request.
+struct WindowSlot;
+
+/// `?seconds=` requests waiting now.
+static WINDOWS_WAITING: AtomicUsize = AtomicUsize::new(0);
+
+impl WindowSlot {
+    fn take() -> Option<WindowSlot> {
+        // Ordering: a counter that publishes nothing; the update is one atomic step.
+        WINDOWS_WAITING
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_CONCURRENT_WINDOWS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| WindowSlot)
+    }
+}
+
+impl Drop for WindowSlot {
+    fn drop(&mut self) {
+        // Ordering: see `take`.
+        WINDOWS_WAITING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// `/pprof/heap` for the legacy jeprof: heap_v2 text without symbols (jeprof posts the addresses
+/// it needs to `/pprof/symbol`, so only those are symbolized).
+fn legacy_heap() -> Response {
+    heap_v2(&report::snapshot(false).0, false)
+}
+
+/// `POST /pprof/symbol`: the body is `0x<hex>+0x<hex>+...` (jeprof's `FetchSymbols`); the reply
+/// one `0x<hex>\t<names>` line per address with a name, the outer function first and the
+/// functions inlined into it after, joined by `--` (what jeprof's `ReadSymbols` splits on). The
+/// addresses are those jeprof looks up: inside the call instruction, as in a dump's symbol
+/// section.
+fn symbols(body: &[u8]) -> Response {
+    if body.len() > MAX_SYMBOL_BODY {
+        return Response::error(
+            413,
+            format_args!(
+                "the body has {} bytes; at most {MAX_SYMBOL_BODY}",
+                body.len()
+            ),
+        );
+    }
+    let Ok(text) = std::str::from_utf8(body) else {
+        return Response::error(400, "the body is not text: expected 0x<hex>+0x<hex>+...");
+    };
+    let mut addresses = Vec::new();
+    for word in text.trim().split('+').filter(|w| !w.is_empty()) {
+        let hex = word.strip_prefix("0x").unwrap_or(word);
+        match u64::from_str_radix(hex, 16) {
+            Ok(a) => addresses.push(a),
+            Err(_) => {
+                let shown: String = word.chars().take(40).collect();
+                return Response::error(
+                    400,
+                    format_args!(
+                        "`{shown}` is not a hexadecimal address: expected 0x<hex>+0x<hex>+..."
+                    ),
+                );
+            }
+        }
+    }
+    addresses.sort_unstable();
+    addresses.dedup();
+    let (table, _cost) = symbolize::symbol_table(&addresses);
+    let mut out = String::new();
+    for (address, names) in &table.names {
+        let joined: Vec<String> = names
+            .iter()
+            .rev()
+            .map(|n| n.replace(['\n', '\r'], " "))
+            .collect();
+        let _ = writeln!(out, "0x{address:016x}\t{}", joined.join("--"));
+    }
+    Response::ok("text/plain; charset=utf-8", out.into_bytes())
+}
+
+/// `/pprof/cmdline`: the arguments separated by NUL, as Go's `pprof.Cmdline` serves them (jeprof
+/// keeps what comes before the first NUL as the program's name).
+fn cmdline() -> Response {
+    let mut raw = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    while raw.last() == Some(&0) {
+        raw.pop();
+    }
+    Response::ok("text/plain; charset=utf-8", raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jeprof_dumpfmt::{Counts, Estimate};
+
+    fn stack(frames: &[u64], inuse: f64, accum: f64) -> Stack {
+        let e = |bytes: f64| Estimate {
+            objects: bytes / 64.0,
+            bytes,
+            ..Estimate::default()
+        };
+        Stack {
+            frames: frames.to_vec(),
+            counts: Counts {
+                inuse: e(inuse),
+                accum: e(accum),
+            },
+            threads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn delta_takes_alloc_from_the_window_and_inuse_from_now() {
+        let mut now = Profile::new(4096);
+        // Live now and allocated long ago; live now and allocated in the window too.
+        now.stacks = vec![stack(&[1, 2], 100.0, 9000.0), stack(&[3], 50.0, 800.0)];
+        let mut window = Profile::new(4096);
+        // Allocated in the window: one stack live now, one all freed since.
+        window.stacks = vec![stack(&[3], 40.0, 300.0), stack(&[4], 0.0, 200.0)];
+        let merged = window_with_current_inuse(&window, now);
+        let find = |f: &[u64]| merged.stacks.iter().find(|s| s.frames == f).unwrap();
+        assert_eq!(find(&[1, 2]).counts.inuse.bytes, 100.0);
+        assert_eq!(find(&[1, 2]).counts.accum.bytes, 0.0);
+        assert_eq!(find(&[3]).counts.inuse.bytes, 50.0);
+        assert_eq!(find(&[3]).counts.accum.bytes, 300.0);
+        assert_eq!(find(&[4]).counts.inuse.bytes, 0.0);
+        assert_eq!(find(&[4]).counts.accum.bytes, 200.0);
+        assert_eq!(merged.stacks.len(), 3);
+    }
+
+    #[test]
+    fn go_parameters_are_checked_and_unknown_ones_ignored() {
+        let p = Params::parse("seconds=30&debug=1&gc=1&extra=whatever").unwrap();
+        assert_eq!((p.seconds, p.debug), (Some(30), 1));
+        let p = Params::parse("").unwrap();
+        assert_eq!((p.seconds, p.debug), (None, 0));
+        for bad in [
+            "seconds=",
+            "seconds=1.5",
+            "seconds=0",
+            "seconds=301",
+            "debug=x",
+            "gc=-1",
+        ] {
+            assert!(Params::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn routing_refuses_unknown_paths_and_methods() {
+        assert_eq!(handle(&Request::get("/debug/pprof/profile")).status, 404);
+        assert_eq!(handle(&Request::get("/pprof/heap/")).status, 404);
+        let post = Request {
+            method: "POST",
+            ..Request::get("/pprof/cmdline")
+        };
+        assert_eq!(handle(&post).status, 405);
+        let symbol = handle(&Request::get("/pprof/symbol"));
+        assert_eq!(
+            (symbol.status, &symbol.body[..]),
+            (200, &b"num_symbols: 1\n"[..])
+        );
+    }
+
+    #[test]
+    fn cmdline_has_no_trailing_nul() {
+        let r = handle(&Request::get("/pprof/cmdline"));
+        assert_eq!(r.status, 200);
+        assert!(!r.body.is_empty() && r.body.last() != Some(&0));
+        let argv0 = std::env::args().next().unwrap();
+        assert!(r.body.starts_with(argv0.as_bytes()));
+    }
+
+    #[test]
+    fn symbol_bodies_are_parsed_as_jeprof_writes_them() {
+        let r = symbols(b"");
+        assert_eq!((r.status, r.body.len()), (200, 0));
+        assert_eq!(symbols(b"0x12+junk").status, 400);
+        assert_eq!(symbols(&[0xff, 0xfe]).status, 400);
+        assert_eq!(symbols(&vec![b'+'; MAX_SYMBOL_BODY + 1]).status, 413);
+        // Addresses no object maps have no name, and get no line.
+        let r = symbols(b"0x10+0x20\n");
+        assert_eq!((r.status, r.body.len()), (200, 0));
+    }
+}

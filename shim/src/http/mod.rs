@@ -1,0 +1,49 @@
+//! The profiles over HTTP (the `http` feature): a standalone listener ([`serve`], or the
+//! `http:<ip:port>` setting), and the same endpoints as a plain function ([`handle`]) to mount in
+//! a program's own router. No async runtime: the listener is a few threads of its own.
+//!
+//! | Path | Method | Serves |
+//! |---|---|---|
+//! | `/debug/pprof/heap` | GET | gzipped pprof, four sample types, `inuse_space` first |
+//! | `/debug/pprof/allocs` | GET | the same, `alloc_space` first |
+//! | `/debug/pprof/peak` | GET | the heap at its peak ([`crate::peak_snapshot`]) as pprof |
+//! | `/pprof/heap` | GET | heap_v2 text without symbols, for `jeprof http://host:port/pprof/heap` |
+//! | `/pprof/symbol` | GET, POST | `num_symbols: 1`; names for `0x<hex>+0x<hex>...` |
+//! | `/pprof/cmdline` | GET | the arguments, NUL-separated (jeprof names the program by them) |
+//!
+//! The `/debug/pprof/*` paths take Go's parameters: `seconds=N` (1 to
+//! [`MAX_WINDOW_SECONDS`]; not for `peak`) blocks N seconds and answers a delta profile whose
+//! `alloc_*` figures count only what was allocated in those seconds, while `inuse_*` are the
+//! current figures (Go's own delta subtracts in-use figures too, which is meaningless for a
+//! quantity that is not cumulative); `debug=N` with N ≥ 1 answers the profile as symbolized heap_v2
+//! text (what `jeprof --text` reads) instead of pprof; `gc` is accepted and ignored. Parca with
+//! `delta` on appends `?seconds=<interval>`; Grafana Alloy pulls `/debug/pprof/allocs`. Both go
+//! `go tool pprof http://127.0.0.1:6060/debug/pprof/heap` and
+//! `jeprof --text http://127.0.0.1:6060/pprof/heap` work without the binary: the pprof profile
+//! carries function names, and jeprof asks `/pprof/symbol` for the addresses it needs.
+//!
+//! A request that cannot be served gets a 4xx with a one-line reason: an unknown path (404), a
+//! method a path does not serve (405), a bad parameter (400), a `/pprof/symbol` body over
+//! [`MAX_SYMBOL_BODY`] (413) or chunked (411), a head over 16 KiB (431) or not sent within 10 s
+//! (408); 503 when [`MAX_CONCURRENT_WINDOWS`] `seconds` requests already wait or the listener's
+//! queue is full.
+//!
+//! **Security**: a profile reveals code addresses, the memory map (library paths, address-space
+//! layout), the command line and host name. Bind to loopback (`127.0.0.1`) unless the network is
+//! trusted; there is no authentication.
+//!
+//! **No interference with the service**: everything the handlers and the listener allocate is
+//! outside sampling (they run inside the profiler's re-entrancy guard), so serving never shows as
+//! the service's memory; profiles are built in memory (no temporary files) and symbolized only
+//! for the addresses asked, with the symbolizer's caches dropped after. When mounted in a
+//! program's own router, the router's allocations are the program's and are sampled; the
+//! handler's are not.
+
+mod handlers;
+mod listener;
+
+pub use handlers::{
+    handle, Request, Response, MAX_CONCURRENT_WINDOWS, MAX_SYMBOL_BODY, MAX_WINDOW_SECONDS, PATHS,
+};
+pub(crate) use listener::start_configured as listener_for_settings;
+pub use listener::{serve, Server, MAX_HEAD, QUEUE, READ_DEADLINE, WORKERS};

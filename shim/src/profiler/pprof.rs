@@ -1,0 +1,175 @@
+//! The shim's profiles in pprof form, described as pprof readers expect: the period, when the
+//! profile was taken and how long it covers, the default sample type, the profiler's notes as
+//! comments, and labels naming the process (program, build id, host name, service) on every
+//! sample, so a scraper that stores many processes' profiles can select by them.
+
+use std::time::{Duration, SystemTime};
+
+use jeprof_dumpfmt::pprof::{self as pb, PbProfile};
+use jeprof_dumpfmt::Profile;
+
+use crate::base::settings;
+use crate::base::sync::lock;
+use crate::base::thread::Guard;
+use crate::parts::build_ids;
+
+/// The sample type a pprof reader shows first ([`PprofOptions::default_sample_type`]). Every
+/// profile carries all four, in the order of [`jeprof_dumpfmt::pprof::SAMPLE_TYPES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SampleType {
+    /// Estimated objects live now.
+    InuseObjects,
+    /// Estimated bytes live now (Go's default for `/debug/pprof/heap`).
+    #[default]
+    InuseSpace,
+    /// Estimated objects allocated (since start, or in the window).
+    AllocObjects,
+    /// Estimated bytes allocated (Go's default for `/debug/pprof/allocs`).
+    AllocSpace,
+}
+
+impl SampleType {
+    /// The name pprof uses (`inuse_space`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            SampleType::InuseObjects => "inuse_objects",
+            SampleType::InuseSpace => "inuse_space",
+            SampleType::AllocObjects => "alloc_objects",
+            SampleType::AllocSpace => "alloc_space",
+        }
+    }
+}
+
+/// How [`crate::pprof`] and [`crate::pprof_of`] describe a profile. `PprofOptions::default()` is
+/// a point-in-time heap profile taken now, showing `inuse_space` first.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct PprofOptions {
+    /// The sample type shown first.
+    pub default_sample_type: SampleType,
+    /// When the profile was taken or its window started (`None`: now).
+    pub time: Option<SystemTime>,
+    /// The time the profile covers: zero for a point in time, the window's length for a window
+    /// (`duration_nanos`).
+    pub duration: Duration,
+    /// Notes added to the profile's comments (`go tool pprof -comments`), after the profiler's own.
+    pub comments: Vec<String>,
+}
+
+/// The labels that name this process: `program` (the executable's file name), `build_id` (its GNU
+/// build id), `hostname`, `pid` and `service` (when set), each present only when known.
+pub(crate) fn process_labels() -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
+        if let Some(name) = exe.file_name() {
+            labels.push(("program".to_string(), name.to_string_lossy().into_owned()));
+        }
+    }
+    if let Some(id) = build_ids::program() {
+        labels.push(("build_id".to_string(), id));
+    }
+    if let Some(host) = hostname() {
+        labels.push(("hostname".to_string(), host));
+    }
+    labels.push(("pid".to_string(), std::process::id().to_string()));
+    if let Some(service) = lock(&settings::SERVICE).clone() {
+        labels.push(("service".to_string(), service));
+    }
+    labels
+}
+
+/// The host's name (`gethostname`), if it has one.
+fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length; gethostname writes at most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    // POSIX leaves the string unterminated when truncated; the last byte stays 0 either way.
+    let len = buf[..buf.len() - 1].iter().position(|&b| b == 0)?;
+    (len > 0).then(|| String::from_utf8_lossy(&buf[..len]).into_owned())
+}
+
+/// `profile` as pprof, described by `options` and [`process_labels`]; the profile's annotations
+/// (the profiler's own figures, drops) become comments.
+pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
+    let _guard = Guard::enter();
+    let time = options.time.unwrap_or_else(SystemTime::now);
+    let time_nanos = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let mut comments: Vec<String> = vec![format!(
+        "jeprof-shim heap profile: unbiased estimates, sample period R = {} bytes",
+        profile.sample_period
+    )];
+    comments.extend(profile.annotations.iter().map(|(k, v)| format!("{k}: {v}")));
+    comments.extend(options.comments.iter().cloned());
+    let header = pb::Header {
+        period: profile.sample_period,
+        time_nanos,
+        duration_nanos: i64::try_from(options.duration.as_nanos()).unwrap_or(i64::MAX),
+        default_sample_type: options.default_sample_type.name().to_string(),
+        comments,
+        labels: process_labels(),
+    };
+    pb::from_profile(
+        profile,
+        &pb::Options {
+            header,
+            build_ids: build_ids::loaded(),
+            ..pb::Options::default()
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostname_is_what_the_kernel_reports() {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(hostname().as_deref(), Some(kernel.trim()));
+    }
+
+    #[test]
+    fn header_carries_period_time_duration_default_type_and_labels() {
+        let mut profile = Profile::new(4096);
+        profile.annotations = vec![("shim_live_samples".into(), "0".into())];
+        let started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        *lock(&settings::SERVICE) = Some("checkout".into());
+        let pb = encode(
+            &profile,
+            &PprofOptions {
+                default_sample_type: SampleType::AllocSpace,
+                time: Some(started),
+                duration: Duration::from_millis(2500),
+                comments: vec!["window".into()],
+            },
+        );
+        *lock(&settings::SERVICE) = None;
+        let s = |i: i64| pb.string_table[i as usize].as_str();
+        assert_eq!(pb.period, 4096);
+        assert_eq!(s(pb.period_type.as_ref().unwrap().r#type), "space");
+        assert_eq!(pb.time_nanos, 1_700_000_000_000_000_000);
+        assert_eq!(pb.duration_nanos, 2_500_000_000);
+        assert_eq!(s(pb.default_sample_type), "alloc_space");
+        let comments: Vec<&str> = pb.comment.iter().map(|&i| s(i)).collect();
+        assert!(comments.contains(&"shim_live_samples: 0"), "{comments:?}");
+        assert!(comments.contains(&"window"), "{comments:?}");
+        assert!(comments.contains(&"service=checkout"), "{comments:?}");
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let program = format!("program={}", exe.file_name().unwrap().to_string_lossy());
+        assert!(comments.contains(&program.as_str()), "{comments:?}");
+        assert!(
+            comments.iter().any(|c| c.starts_with("build_id=")),
+            "{comments:?}"
+        );
+        assert!(
+            comments.iter().any(|c| c.starts_with("hostname=")),
+            "{comments:?}"
+        );
+    }
+}
