@@ -67,7 +67,7 @@
 //!   Rust's standard library on current toolchains does; build your code with
 //!   `RUSTFLAGS="-C force-frame-pointers=yes"`.
 //! - `unwinder:eh_frame` (x86_64 Linux): reads the loaded objects' `.eh_frame` unwind tables in
-//!   place (framehop, the samply profiler's unwinder), caching the rule per return address:
+//!   place (parsed by gimli), caching a compact rule per return address:
 //!   complete without frame pointers, the same stacks as libgcc, no lock held across the walk,
 //!   no allocation once warm, never faults; it stops where unwind information ends.
 //! - `unwinder:backtrace`: libgcc's DWARF unwinder: complete without frame pointers, several

@@ -51,11 +51,13 @@ fn eh_frame_samples_carry_whole_stacks_while_libraries_come_and_go() {
                 std::thread::yield_now();
             }
         });
-        let workers: Vec<_> = (0..4)
+        // More workers than the unwinder's 16 rule caches, so captures also run on caches made
+        // (and freed) when every pooled one is taken.
+        let workers: Vec<_> = (0..20)
             .map(|_| {
                 s.spawn(|| {
                     let mut keep = Vec::new();
-                    for _ in 0..20 {
+                    for _ in 0..4 {
                         recurse_then_allocate(DEPTH, &mut keep);
                     }
                     keep
@@ -67,7 +69,7 @@ fn eh_frame_samples_carry_whole_stacks_while_libraries_come_and_go() {
         kept
     });
     let after = jeprof_shim::stats();
-    // 4 threads × 20 × 200 blocks of 512–711 B (9.8 MB) at R = 4 KiB: about 2,400 samples.
+    // 20 threads × 4 × 200 blocks of 512–711 B (9.8 MB) at R = 4 KiB: about 2,400 samples.
     let taken = after.samples_taken - before.samples_taken;
     assert!(taken >= 1_500, "only {taken} samples");
     assert_eq!(after.dropped.total(), 0);
@@ -92,7 +94,7 @@ fn eh_frame_samples_carry_whole_stacks_while_libraries_come_and_go() {
     println!(
         "{taken} samples; {recursive:.0} of {all:.0} live bytes in stacks with the whole recursion"
     );
-    assert_eq!(live_blocks, 4 * 20 * 200);
+    assert_eq!(live_blocks, 20 * 4 * 200);
     // The workload's blocks are nearly all the live heap (nothing of theirs was freed), and
     // every one of their samples must show the whole recursion.
     assert!(

@@ -11,9 +11,9 @@
 //!   per thread), so the walk only reads live stack memory: it never faults and takes no lock.
 //!   It is only complete when every function on the stack keeps frame pointers.
 //! - **`.eh_frame`** ([`Unwinder::EhFrame`], x86_64 Linux; [`eh_frame_unwind`]): reads the loaded
-//!   objects' DWARF unwind tables in place through framehop and caches the rule per return
-//!   address: complete without frame pointers, no lock held across the walk, no allocation once
-//!   warm, never faults.
+//!   objects' DWARF unwind tables in place (gimli) and caches a compact rule per return address:
+//!   complete without frame pointers, the same frames as libgcc, no lock held across the walk, no
+//!   allocation once warm, never faults.
 //! - **libgcc** ([`Unwinder::Backtrace`], `backtrace::trace_unsynchronized`): reads DWARF unwind
 //!   tables, so it is complete without frame pointers, but it is slower and `_Unwind_Find_FDE`
 //!   takes a process-wide lock.
@@ -36,7 +36,7 @@ pub enum Unwinder {
     FramePointer,
     /// `backtrace::trace_unsynchronized` (libgcc's DWARF unwinder).
     Backtrace,
-    /// The loaded objects' `.eh_frame` tables read in place by framehop, rules cached per return
+    /// The loaded objects' `.eh_frame` tables read in place (gimli), rules cached per return
     /// address (x86_64 Linux).
     EhFrame,
 }

@@ -2,7 +2,7 @@
 //! never each other; the profiler, a layer up, composes them.
 //!
 //! - [`sampler`]: the per-thread byte countdown and its draw (the fast path);
-//! - [`capture`]: stack capture (frame pointers, the `.eh_frame` tables through framehop — its
+//! - [`capture`]: stack capture (frame pointers, the `.eh_frame` tables read with gimli — its
 //!   child module `eh_frame_unwind.rs` — and libgcc);
 //! - [`sampled_arena`]: the jemalloc arena sampled objects live in, and the range `dealloc` checks;
 //! - [`stacks`]: the interned stacks;
