@@ -82,7 +82,7 @@ pub fn run(binaries: &Binaries) -> Outcome {
     }
 
     report.push_str("\nsample cost (every allocation sampled, 500 allocations):\n");
-    for unwinder in ["fp", "backtrace"] {
+    for unwinder in ["fp", "eh_frame", "backtrace"] {
         match runner::sample_cost(&binaries.shim, unwinder, 500) {
             Ok(out) => {
                 report.push_str(&format!("  {unwinder}: {}\n", line(&out)));
@@ -170,6 +170,8 @@ fn check_modes(plan: &Plan, m: &Measurements) -> Vec<String> {
                     Some("FramePointer")
                 } else if conf.contains("unwinder:backtrace") {
                     Some("Backtrace")
+                } else if conf.contains("unwinder:eh_frame") {
+                    Some("EhFrame")
                 } else {
                     None
                 };
