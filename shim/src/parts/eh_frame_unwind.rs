@@ -131,7 +131,7 @@ mod imp {
     }
 
     const KEPT: i32 = i32::MIN;
-    /// `kind`s: empty cache slot; CFA from rsp; from rbp; the stack ends here (the return
+    /// `kind`s: none (an empty slot's); CFA from rsp; from rbp; the stack ends here (the return
     /// address is undefined); the CFI is one this walker does not follow (an expression, a
     /// register rule): the walk stops, as it does where there is no CFI.
     const EMPTY: u32 = 0;
@@ -199,7 +199,7 @@ mod imp {
     /// Slots of a rule cache: a power of two, indexed by a hash of the return address.
     const RULE_SLOTS: usize = 1024;
 
-    /// One slot: an address and its rule (`rule.kind == EMPTY`: none).
+    /// One slot: an address and its rule; address 0 (never looked up) marks an empty slot.
     #[derive(Clone, Copy)]
     struct Entry {
         address: u64,
