@@ -192,7 +192,7 @@ fn extras(shim: &Path) -> bool {
     println!(
         "\ncost of one sampled allocation (capture + record), 32 frames, every allocation sampled:"
     );
-    for unwinder in ["fp", "backtrace"] {
+    for unwinder in ["fp", "eh_frame", "backtrace"] {
         match runner::sample_cost(shim, unwinder, 20_000) {
             Ok(out) => println!(
                 "  {unwinder:<10} {} ns per sampled allocation ({} ns unsampled), {} frames captured",

@@ -9,6 +9,9 @@
 //! - The **tools** (`cargo bench -p jeprof-bench --bench compat`): a fleet merge and reports of
 //!   `jeprof-compat` against the real jeprof.
 //!
+//! - **Realistic workloads** ([`realistic`]): work that does more than allocate (a log pipeline
+//!   and search index), run by both children (`log-index`) for instruction counts under callgrind.
+//!
 //! Under `cargo test` each bench runs its quick self-check instead ([`self_check`] for the churn),
 //! which fails when a mode's child fails or prints nothing. `bench/README.md` says how to run and
 //! read them; `bench/RESULTS.md` holds the figures, dated, with the commands that produced them.
@@ -17,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod modes;
+pub mod realistic;
 pub mod runner;
 pub mod self_check;
 pub mod stats;

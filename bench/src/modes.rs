@@ -105,6 +105,12 @@ pub const MODES: &[ModeSpec] = &[
         description: "shim, R=512KiB, backtrace",
     },
     ModeSpec {
+        key: "eh_frame",
+        binary: Binary::Shim,
+        env: &[("JEPROF_SHIM", "sample_rate:524288,unwinder:eh_frame")],
+        description: "shim, R=512KiB, eh_frame",
+    },
+    ModeSpec {
         key: "auto",
         binary: Binary::Shim,
         env: &[("JEPROF_SHIM", "sample_rate:524288")],
@@ -286,7 +292,7 @@ mod tests {
             pair.trim_start_matches(':').parse().unwrap()
         };
         let lg = setting("jemalloc-prof", "_RJEM_MALLOC_CONF", "lg_prof_sample");
-        for shim in ["fp", "backtrace"] {
+        for shim in ["fp", "backtrace", "eh_frame"] {
             assert_eq!(
                 setting(shim, "JEPROF_SHIM", "sample_rate"),
                 1 << lg,

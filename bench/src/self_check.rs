@@ -82,7 +82,7 @@ pub fn run(binaries: &Binaries) -> Outcome {
     }
 
     report.push_str("\nsample cost (every allocation sampled, 500 allocations):\n");
-    for unwinder in ["fp", "backtrace"] {
+    for unwinder in ["fp", "eh_frame", "backtrace"] {
         match runner::sample_cost(&binaries.shim, unwinder, 500) {
             Ok(out) => {
                 report.push_str(&format!("  {unwinder}: {}\n", line(&out)));
@@ -96,6 +96,39 @@ pub fn run(binaries: &Binaries) -> Outcome {
             }
             Err(e) => problems.push(format!("sample cost, {unwinder}: {e}")),
         }
+    }
+
+    report.push_str("\nlog pipeline (2,000 lines, 200 queries), each child:\n");
+    let args: Vec<String> = ["log-index", "--lines", "2000", "--queries", "200"]
+        .map(String::from)
+        .to_vec();
+    let shim_env = vec![(
+        "JEPROF_SHIM".to_string(),
+        "sample_rate:4096,unwinder:eh_frame".to_string(),
+    )];
+    match (
+        runner::run_child(&binaries.plain, &args, &[]),
+        runner::run_child(&binaries.shim, &args, &shim_env),
+    ) {
+        (Ok(plain), Ok(shim)) => {
+            report.push_str(&format!(
+                "  plain: {}\n  shim: {}\n",
+                line(&plain),
+                line(&shim)
+            ));
+            // The same work under both allocators, and the shim sampled it.
+            if plain.get("checksum").is_none() || plain.get("checksum") != shim.get("checksum") {
+                problems.push(format!(
+                    "log pipeline: checksums differ: {} vs {}",
+                    line(&plain),
+                    line(&shim)
+                ));
+            }
+            if shim.number("samples").unwrap_or(0.0) < 10.0 {
+                problems.push(format!("log pipeline: too few samples: {}", line(&shim)));
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => problems.push(format!("log pipeline: {e}")),
     }
 
     report.push_str("\ndump of 2,000 live samples:\n");
@@ -170,6 +203,8 @@ fn check_modes(plan: &Plan, m: &Measurements) -> Vec<String> {
                     Some("FramePointer")
                 } else if conf.contains("unwinder:backtrace") {
                     Some("Backtrace")
+                } else if conf.contains("unwinder:eh_frame") {
+                    Some("EhFrame")
                 } else {
                     None
                 };

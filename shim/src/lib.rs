@@ -67,11 +67,16 @@
 //!   it never faults. It sees every frame only when the whole program keeps frame pointers:
 //!   Rust's standard library on current toolchains does; build your code with
 //!   `RUSTFLAGS="-C force-frame-pointers=yes"`.
+//! - `unwinder:eh_frame` (x86_64 Linux): reads the loaded objects' `.eh_frame` unwind tables in
+//!   place (parsed by gimli), caching a compact rule per return address:
+//!   complete without frame pointers, the same stacks as libgcc, no lock held across the walk,
+//!   no allocation once warm, never faults; it stops where unwind information ends.
 //! - `unwinder:backtrace`: libgcc's DWARF unwinder: complete without frame pointers, several
 //!   microseconds per sample, and it takes a process-wide lock.
-//! - `unwinder:auto` (default): at first use both walk the stack from one probe function; if the
-//!   frame-pointer walk returns at least 3 frames and they are exactly libgcc's first ones,
-//!   frame pointers are used, else libgcc. `stats().unwinder` says which won.
+//! - `unwinder:auto` (default): at first use the unwinders walk the stack from one probe
+//!   function; if the frame-pointer walk returns at least 3 frames and they are exactly libgcc's
+//!   first ones, frame pointers are used; else `eh_frame` if its walk equals libgcc's; libgcc
+//!   only as the last resort. `stats().unwinder` says which won.
 //!
 //! Stacks start at the function that called the allocator; the innermost frame is written as its
 //! return address minus one, so it points into the call instruction like every caller frame after
@@ -83,7 +88,7 @@
 //! The environment variable `JEPROF_SHIM`, read once at first use, has
 //! jemalloc's `MALLOC_CONF` syntax:
 //! `JEPROF_SHIM=sample_rate:524288,active:true,seed:42,max_frames:128,symbolize:true,dump_on_exit:/path/heap.prof`.
-//! Also `unwinder:fp|backtrace|auto`, `arena_size:<bytes>` (the reserved range; 4 MiB to 32 TiB,
+//! Also `unwinder:fp|eh_frame|backtrace|auto`, `arena_size:<bytes>` (the reserved range; 4 MiB to 32 TiB,
 //! rounded up to a power of two; an arena that cannot be created is said once on stderr) and
 //! `max_stacks:<n>`, `service:<name>` (pprof's `service` label) and `http:<ip:port>` (with the
 //! `http` feature, below). `sample_rate:0` turns sampling off. Bad

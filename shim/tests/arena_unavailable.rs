@@ -14,15 +14,17 @@ static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
 const CHILD: &str = "JEPROF_SHIM_TEST_CHILD";
 
 fn child() {
-    // 8 GiB of address space: plenty for this program, far from the arena's default 64 GiB
-    // reservation (twice that, for alignment).
+    // 8 GiB of address space: plenty for this program, far from the 16 GiB arena it asks for
+    // (reserved twice over, for alignment).
     let limit = libc::rlimit {
         rlim_cur: 8 << 30,
         rlim_max: 8 << 30,
     };
     // SAFETY: setrlimit reads one rlimit struct we own.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
-    jeprof_shim::configure("sample_rate:4096,symbolize:false").unwrap();
+    // An explicit size is taken as asked or not at all (the default one would fall back to a
+    // smaller range: tests/arena_fallback.rs).
+    jeprof_shim::configure("sample_rate:4096,symbolize:false,arena_size:17179869184").unwrap();
     let blocks: Vec<Vec<u8>> = (0..2000).map(|i| vec![1u8; 64 + i]).collect();
     let stats = jeprof_shim::stats();
     // Every sample was dropped and counted (samples_taken counts recorded ones only).

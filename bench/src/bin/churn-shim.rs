@@ -6,6 +6,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use jeprof_bench::realistic::{self, LogIndex};
 use jeprof_bench::workload::{self, Churn};
 
 #[global_allocator]
@@ -31,6 +32,9 @@ enum Task {
         #[arg(long, default_value_t = 20_000)]
         allocations: u64,
     },
+    /// The log pipeline and search index (`jeprof_bench::realistic`); prints its checksum,
+    /// samples, unwinder.
+    LogIndex(LogIndex),
     /// Keeps that many 32-byte blocks live over 64 distinct stacks, then times a raw dump and
     /// two symbolized ones.
     Dump {
@@ -56,6 +60,12 @@ fn main() {
     match Cli::parse().task {
         Task::Churn(churn) => {
             workload::print_timing(&workload::run(&churn));
+            let stats = jeprof_shim::stats();
+            println!("samples {}", stats.samples_taken);
+            println!("unwinder {:?}", stats.unwinder);
+        }
+        Task::LogIndex(shape) => {
+            println!("checksum {}", realistic::log_index(&shape));
             let stats = jeprof_shim::stats();
             println!("samples {}", stats.samples_taken);
             println!("unwinder {:?}", stats.unwinder);

@@ -28,6 +28,7 @@ pub(crate) enum UnwinderChoice {
     Auto = 0,
     FramePointer = 1,
     Backtrace = 2,
+    EhFrame = 3,
 }
 
 impl UnwinderChoice {
@@ -35,6 +36,7 @@ impl UnwinderChoice {
         match v {
             1 => UnwinderChoice::FramePointer,
             2 => UnwinderChoice::Backtrace,
+            3 => UnwinderChoice::EhFrame,
             _ => UnwinderChoice::Auto,
         }
     }
@@ -57,7 +59,8 @@ struct Settings {
     seeded: AtomicBool,
     symbolize: AtomicBool,
     unwinder: AtomicU8,
-    /// What `unwinder:auto` resolved to: 0 not probed yet, 1 frame pointers work, 2 they do not.
+    /// What `unwinder:auto` resolved to: 0 not probed yet, 1 frame pointers work, 2 libgcc (neither
+    /// frame pointers nor the `.eh_frame` unwinder agree with it), 3 the `.eh_frame` unwinder.
     frame_pointer_probe: AtomicU8,
 }
 
@@ -190,7 +193,7 @@ pub(crate) fn set_unwinder_choice(choice: UnwinderChoice) {
     SETTINGS.unwinder.store(choice as u8, Ordering::Relaxed);
 }
 
-/// What the frame-pointer probe found: 0 not run yet, 1 frame pointers work, 2 they do not.
+/// What the unwinder probe found: 0 not run yet, 1 frame pointers, 2 libgcc, 3 `.eh_frame`.
 pub(crate) fn frame_pointer_probe() -> u8 {
     // Ordering: a cached, idempotent probe result, read on its own.
     SETTINGS.frame_pointer_probe.load(Ordering::Relaxed)

@@ -2,7 +2,9 @@
 //! that "was this pointer sampled?" is one range compare (`docs/design.md` §7).
 //!
 //! At the first sample we reserve `arena_size` bytes of address space (`PROT_NONE`,
-//! `MAP_NORESERVE`: no memory, no commit charge) and create an arena with `arenas.create` and our
+//! `MAP_NORESERVE`: no memory, no commit charge; when the default 64 GiB cannot be had, as under
+//! valgrind or `ulimit -v`, the largest power of two down to 4 MiB that can, said once on stderr)
+//! and create an arena with `arenas.create` and our
 //! [`extent_hooks_t`]. The alloc hook hands out aligned pieces of the range with an atomic bump
 //! pointer and makes them read-write with `mprotect`; nothing is ever unmapped (dalloc opts out, so
 //! jemalloc retains and reuses extents), and purging uses `madvise`. When the range is exhausted
@@ -347,7 +349,7 @@ fn create(arena_size: usize) -> u8 {
     if state != UNINIT {
         return state;
     }
-    let state = match reserve_range(arena_size).and_then(|()| create_arena()) {
+    let state = match reserve_falling_back(arena_size).and_then(|()| create_arena()) {
         Ok(index) => {
             // Ordering: published by the Release store of STATE below.
             HOT.arena_index.store(index as usize, Ordering::Relaxed);
@@ -406,12 +408,62 @@ fn report_failure(arena_size: usize, why: CreateFailure) {
     }
 }
 
+/// Smallest range the fallback tries: the `arena_size` setting's own minimum.
+const MIN_RANGE: usize = 4 << 20;
+
+/// [`reserve_range`] of `arena_size`; when that is the default size and the address space will
+/// not have it (valgrind's address-space manager, `ulimit -v`, small address spaces), halves the
+/// size until a reservation succeeds or 4 MiB failed too, and says once on stderr what it got.
+/// An `arena_size` the user chose is taken as asked or not at all (reported by the caller).
+fn reserve_falling_back(arena_size: usize) -> Result<(), CreateFailure> {
+    let first = reserve_range(arena_size);
+    let Err(CreateFailure::Reserve(errno)) = first else {
+        return first;
+    };
+    if arena_size != crate::base::settings::DEFAULT_ARENA_SIZE {
+        return first;
+    }
+    let mut len = arena_size / 2;
+    while len >= MIN_RANGE {
+        if reserve_range(len).is_ok() {
+            report_fallback(arena_size, len, errno);
+            return Ok(());
+        }
+        len /= 2;
+    }
+    first
+}
+
+/// Says once on stderr that the default range could not be had and which size was reserved, so a
+/// smaller arena (and the samples it may drop when full) never goes unnoticed.
+fn report_fallback(wanted: usize, got: usize, errno: i32) {
+    use std::io::Write;
+    const CAP: usize = 400;
+    let mut buffer = [0u8; CAP];
+    let mut out = &mut buffer[..];
+    let _ = writeln!(
+        out,
+        "jeprof-shim: could not reserve the default {} MiB of address space for the sampled \
+         arena (mmap errno {errno}; ulimit -v and valgrind limit it); reserved {} MiB instead. \
+         Samples that do not fit are dropped and counted (stats().dropped.arena_exhausted); set \
+         JEPROF_SHIM=arena_size:<bytes> to choose the size",
+        wanted >> 20,
+        got >> 20,
+    );
+    let len = CAP - out.len();
+    // SAFETY: writes `len` initialised bytes of `buffer` to file descriptor 2; a failed write is
+    // ignored (there is nowhere else to say it).
+    unsafe {
+        libc::write(2, buffer.as_ptr().cast(), len);
+    }
+}
+
 /// Reserves `len` (rounded up to a power of two, at least 4 MiB) bytes of address space, aligned
 /// to its size.
 fn reserve_range(len: usize) -> Result<(), CreateFailure> {
     let overflow = CreateFailure::Reserve(0);
     let len = len
-        .max(4 << 20)
+        .max(MIN_RANGE)
         .checked_next_power_of_two()
         .ok_or(overflow)?;
     let span = len.checked_mul(2).ok_or(overflow)?;

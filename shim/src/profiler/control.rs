@@ -51,8 +51,8 @@ impl std::error::Error for ConfigError {}
 
 /// Applies a `key:value,key:value` string (the `JEPROF_SHIM` syntax). Keys:
 /// `sample_rate` (bytes, 0 = off), `active` (true/false), `seed` (u64), `max_frames` (1–256),
-/// `symbolize` (true/false), `dump_on_exit` (a path; empty = none), `unwinder` (fp, backtrace,
-/// auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample),
+/// `symbolize` (true/false), `dump_on_exit` (a path; empty = none), `unwinder` (fp, eh_frame,
+/// backtrace, auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample),
 /// `max_stacks` (count ≥ 1), `dump_prefix` (a path prefix in a directory that exists; empty =
 /// `jeprof`), `dump_interval` (bytes, 0 = none), `dump_peak` (a factor > 1, 0 = none),
 /// `peak_growth` (a factor > 1), `max_dumps` (count, 0 = all), `dump_final` (true/false),
@@ -92,8 +92,9 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
             "unwinder" => match value {
                 "fp" => Ok(UnwinderChoice::FramePointer),
                 "backtrace" => Ok(UnwinderChoice::Backtrace),
+                "eh_frame" => Ok(UnwinderChoice::EhFrame),
                 "auto" => Ok(UnwinderChoice::Auto),
-                _ => Err("expected fp, backtrace or auto".to_string()),
+                _ => Err("expected fp, eh_frame, backtrace or auto".to_string()),
             }
             .map(settings::set_unwinder_choice),
             "arena_size" => parse_u64(value).and_then(|v| {

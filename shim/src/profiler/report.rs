@@ -135,6 +135,7 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
     let unwinder = match current_unwinder() {
         Unwinder::FramePointer => "fp",
         Unwinder::Backtrace => "backtrace",
+        Unwinder::EhFrame => "eh_frame",
     };
     profile.annotations = vec![
         ("shim_unwinder".into(), unwinder.into()),

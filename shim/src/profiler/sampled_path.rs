@@ -59,17 +59,26 @@ pub(crate) fn current_unwinder() -> Unwinder {
     match settings::unwinder_choice() {
         UnwinderChoice::FramePointer => Unwinder::FramePointer,
         UnwinderChoice::Backtrace => Unwinder::Backtrace,
+        UnwinderChoice::EhFrame => Unwinder::EhFrame,
         UnwinderChoice::Auto => {
             let mut probe = settings::frame_pointer_probe();
             if probe == 0 {
                 let _guard = Guard::enter();
-                probe = if capture::frame_pointers_work() { 1 } else { 2 };
+                // Frame pointers when complete (cheapest); else the `.eh_frame` tables; libgcc
+                // only when neither agrees with it.
+                probe = if capture::frame_pointers_work() {
+                    1
+                } else if capture::eh_frame_works() {
+                    3
+                } else {
+                    2
+                };
                 settings::set_frame_pointer_probe(probe);
             }
-            if probe == 1 {
-                Unwinder::FramePointer
-            } else {
-                Unwinder::Backtrace
+            match probe {
+                1 => Unwinder::FramePointer,
+                3 => Unwinder::EhFrame,
+                _ => Unwinder::Backtrace,
             }
         }
     }

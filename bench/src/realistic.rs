@@ -1,0 +1,162 @@
+//! Workloads that do real work besides allocating, for measuring the profiler where allocation is
+//! a part of the cost rather than all of it (issue 16). Each is deterministic (a fixed seed), runs
+//! on one thread, and returns a checksum of what it computed, which the children print so the
+//! work cannot be optimised away and two runs can be compared.
+//!
+//! - [`log_index`]: a log pipeline and search index: generates access-log lines, parses each
+//!   (`key=value` fields, the request path), builds an inverted index from token to line numbers
+//!   and per-path latency totals, then answers two-token queries by intersecting posting lists.
+//!   Strings of many sizes are made and freed, hash maps and vectors grow, and most of the
+//!   instructions go to parsing, hashing and searching.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// The log pipeline's shape: what the children take on their command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct LogIndex {
+    /// Log lines generated, parsed and indexed.
+    #[arg(long, default_value_t = 200_000)]
+    pub lines: u32,
+    /// Two-token queries answered from the index.
+    #[arg(long, default_value_t = 20_000)]
+    pub queries: u32,
+}
+
+/// splitmix64: a fixed, fast generator, so every run does the same work.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+const METHODS: [&str; 4] = ["GET", "GET", "POST", "DELETE"];
+const RESOURCES: [&str; 8] = [
+    "users", "orders", "items", "carts", "search", "images", "sessions", "reports",
+];
+const AGENTS: [&str; 5] = ["curl", "firefox", "chrome", "okhttp", "python-requests"];
+
+/// One generated access-log line.
+fn make_line(state: &mut u64, i: u32) -> String {
+    let r = next(state);
+    let method = METHODS[(r & 3) as usize];
+    let resource = RESOURCES[((r >> 2) & 7) as usize];
+    let id = (r >> 8) % 5_000;
+    let status = [200, 200, 200, 201, 304, 404, 500][((r >> 24) % 7) as usize];
+    let ms = (r >> 32) % 900 + 1;
+    let agent = AGENTS[((r >> 44) % 5) as usize];
+    format!(
+        "ts={} method={method} path=/api/v1/{resource}/{id} status={status} ms={ms} agent={agent}/{}",
+        1_700_000_000 + u64::from(i),
+        (r >> 50) % 40
+    )
+}
+
+/// Runs the pipeline; returns a checksum of the index's answers and the latency totals.
+pub fn log_index(shape: &LogIndex) -> u64 {
+    let mut state = 0x5eed_u64;
+    let mut index: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut per_path: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for i in 0..shape.lines {
+        let line = make_line(&mut state, i);
+        let mut ms = 0u64;
+        let mut path = "";
+        for field in line.split(' ') {
+            let Some((key, value)) = field.split_once('=') else {
+                continue;
+            };
+            match key {
+                "ts" => continue,
+                "ms" => ms = value.parse().unwrap_or(0),
+                "path" => path = value,
+                _ => {}
+            }
+            // Index `key:value` and, for paths, every segment.
+            index.entry(format!("{key}:{value}")).or_default().push(i);
+            if key == "path" {
+                for segment in value.split('/').filter(|s| !s.is_empty()) {
+                    index.entry(segment.to_string()).or_default().push(i);
+                }
+            }
+        }
+        // Latency per route (the path without its id).
+        let route = path.rsplit_once('/').map_or(path, |(r, _)| r).to_string();
+        let totals = per_path.entry(route).or_default();
+        totals.0 += 1;
+        totals.1 += ms;
+    }
+    // Sorted: the map's iteration order is random per process, the queries must not be.
+    let mut keys: Vec<&String> = index.keys().collect();
+    keys.sort_unstable();
+    let mut checksum = 0u64;
+    for _ in 0..shape.queries {
+        let r = next(&mut state);
+        let a = keys[(r % keys.len() as u64) as usize];
+        let b = keys[((r >> 32) % keys.len() as u64) as usize];
+        let (pa, pb) = (&index[a], &index[b]);
+        // Intersect two sorted posting lists.
+        let (mut x, mut y, mut hits) = (0, 0, Vec::new());
+        while x < pa.len() && y < pb.len() {
+            match pa[x].cmp(&pb[y]) {
+                std::cmp::Ordering::Less => x += 1,
+                std::cmp::Ordering::Greater => y += 1,
+                std::cmp::Ordering::Equal => {
+                    hits.push(pa[x]);
+                    x += 1;
+                    y += 1;
+                }
+            }
+        }
+        let answer = format!("{a} & {b}: {} hits", hits.len());
+        checksum = checksum
+            .wrapping_mul(31)
+            .wrapping_add(answer.len() as u64 + hits.len() as u64);
+    }
+    for (route, (count, ms)) in &per_path {
+        checksum = checksum
+            .wrapping_mul(31)
+            .wrapping_add(route.len() as u64 + count + ms);
+    }
+    checksum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_index_is_deterministic_and_depends_on_its_shape() {
+        let small = LogIndex {
+            lines: 2_000,
+            queries: 200,
+        };
+        let a = log_index(&small);
+        assert_eq!(a, log_index(&small));
+        // The same again in this process: the map's random iteration order must not matter.
+        assert_eq!(a, log_index(&small));
+        assert_ne!(
+            a,
+            log_index(&LogIndex {
+                lines: 2_001,
+                ..small
+            })
+        );
+    }
+
+    #[test]
+    fn generated_lines_parse_into_the_fields_the_index_uses() {
+        let mut state = 1;
+        let line = make_line(&mut state, 7);
+        for key in [
+            "ts=",
+            "method=",
+            "path=/api/v1/",
+            "status=",
+            "ms=",
+            "agent=",
+        ] {
+            assert!(line.contains(key), "{line}");
+        }
+    }
+}
