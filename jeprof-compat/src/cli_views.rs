@@ -34,6 +34,11 @@ pub(crate) struct JeprofViewArgs {
     /// Leave out the frames whose function matches REGEX (a stack left with none is left out).
     #[arg(long, value_name = "REGEX")]
     exclude: Option<String>,
+    /// A row per function and source line (`name file:line`), from the program's DWARF or the
+    /// dump's symbol section (where jeprof refuses: it needs a binary). jeprof's
+    /// ` (discriminator N)` suffixes are not printed.
+    #[arg(long)]
+    pub(crate) lines: bool,
 }
 
 fn regex(option: &str, re: &Option<String>) -> anyhow::Result<Option<regex::Regex>> {

@@ -19,7 +19,7 @@
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);
 //! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
-//!   `--retain`, `--exclude` ([`views::filters`]);
+//!   `--retain`, `--exclude` ([`views::filters`]), `--lines` ([`views::lines`]);
 //! - [`symbolize`]: names for a dump's addresses (its symbol section, else the binaries its memory
 //!   map names), [`names`]: demangling, jeprof's name shortening and its skip lists, [`maps`]: the
 //!   memory map;
@@ -66,8 +66,8 @@
 //!   sections, the last file winning an address), so dumps of different builds stay right.
 //! - Input never makes the library panic: the fuzz targets (`fuzz/`) and `tests/fuzz_corpus.rs`
 //!   hold it to that.
-//! - Not reproduced: `--lines`/`--addresses`/`--files`
-//!   granularity, jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
+//! - Not reproduced: `--addresses`/`--files` granularity, binutils' ` (discriminator N)`
+//!   suffixes at `--lines` ([`views::lines`]), jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
 //!   overloaded short names.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

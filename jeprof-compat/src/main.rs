@@ -321,6 +321,7 @@ fn report_options(
         nodecount: view.nodecount,
         interval,
         filters: Default::default(),
+        lines: false,
     })
 }
 
@@ -375,6 +376,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn report(args: ReportArgs) -> anyhow::Result<()> {
     let mut options = report_options(&args.view, &args.common, args.interval)?;
     options.filters = args.views.filters()?;
+    options.lines = args.views.lines;
     args.views.check()?;
     if args.views.needs_whole_dumps() {
         return cli_views::report_whole(&args, &options);

@@ -35,7 +35,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use hashbrown::hash_table::{Entry, HashTable};
-use jeprof_dumpfmt::{Counts, Estimate, Profile};
+use jeprof_dumpfmt::{Counts, Estimate, Profile, SourceLine};
 use rayon::prelude::*;
 use regex::Regex;
 
@@ -112,6 +112,9 @@ pub struct ReportOptions {
     pub interval: bool,
     /// `--ignore`, `--retain`, `--exclude`.
     pub filters: StackFilters,
+    /// `--lines`: a row per function and source line (`name file:line`) rather than per
+    /// function ([`crate::views::lines`]).
+    pub lines: bool,
 }
 
 /// One function's figures: flat (allocated directly in it) and cum (it or its callees), each with
@@ -426,6 +429,8 @@ struct Translator {
     names: Names,
     /// `--ignore`, `--retain`, `--exclude`: flags in `infos` for each frame.
     filters: StackFilters,
+    /// `--lines`: functions are interned with their source lines.
+    lines: bool,
     /// [`build`]'s frames: each distinct frame's dense index into `infos` (one hash lookup per
     /// frame of a stack).
     slots: FastMap<*const Frame, u32>,
@@ -449,7 +454,7 @@ impl Translator {
         if let Some(&slot) = self.slots.get(&key) {
             return slot;
         }
-        let slot = self.push_info(&f.names, f.symbolized, f.key, skip, focus);
+        let slot = self.push_info(&f.names, &f.lines, f.symbolized, f.key, skip, focus);
         self.slots.insert(key, slot);
         slot
     }
@@ -461,6 +466,7 @@ impl Translator {
     fn push_info<S: AsRef<str>>(
         &mut self,
         names: &[S],
+        lines: &[Option<SourceLine>],
         symbolized: bool,
         key: u64,
         skip: SkipRules,
@@ -480,18 +486,42 @@ impl Translator {
             let dropped = self.filters.drops_frame(function);
             self.infos.dropped.push(dropped);
         }
-        let mut names = names;
+        let (mut names, mut lines) = (names, lines);
         if symbolized && skip.rust_allocator_frames {
             // Rust inlines its allocation shims (and a profiler's `GlobalAlloc`) into the caller,
             // so one address can carry allocator names innermost and the caller's outermost: it
             // belongs to its innermost name that is not an allocator frame.
             while names.len() > 1 && names::is_uninteresting(names[0].as_ref(), skip) {
                 names = &names[1..];
+                lines = lines.get(1..).unwrap_or_default();
             }
         }
         let function = names.last().map_or("", AsRef::as_ref);
         let uninteresting = symbolized && names::is_uninteresting(function, skip);
-        self.translate(names, key);
+        if self.lines {
+            // `name file:line` per name, the inlined ones `name (inline) file:line`, as
+            // `TranslateStack` ([`crate::views::lines::with_line`]).
+            let last = names.len().saturating_sub(1);
+            let named: Vec<String> = (0..names.len())
+                .map(|j| {
+                    let line = lines.get(j).and_then(Option::as_ref);
+                    let name = names[j].as_ref();
+                    if j < last {
+                        crate::views::lines::with_line(&format!("{name} (inline)"), line)
+                    } else {
+                        crate::views::lines::with_line(name, line)
+                    }
+                })
+                .collect();
+            if key <= LAST_USER_ADDRESS {
+                for name in &named {
+                    let id = self.names.intern(FunctionName::Text(name));
+                    self.infos.ids.push(id);
+                }
+            }
+        } else {
+            self.translate(names, key);
+        }
         self.infos.uninteresting.push(uninteresting);
         self.infos.ends.push(self.infos.ids.len());
         (self.infos.len() - 1) as u32
@@ -516,7 +546,12 @@ impl Translator {
             }
         }
         if key <= LAST_USER_ADDRESS {
-            let id = self.names.intern(FunctionName::Unnamed { key, prefixed });
+            let id = if self.lines {
+                let name = crate::views::lines::unnamed_with_line(key, prefixed);
+                self.names.intern(FunctionName::Text(&name))
+            } else {
+                self.names.intern(FunctionName::Unnamed { key, prefixed })
+            };
             self.infos.ids.push(id);
         }
         // Not symbolized: never an allocator frame.
@@ -688,6 +723,7 @@ impl Builder {
             focus: options.focus.clone(),
             translator: Translator {
                 filters: options.filters.clone(),
+                lines: options.lines,
                 ..Translator::default()
             },
             functions: Vec::new(),
@@ -825,7 +861,9 @@ impl Builder {
                 .keys
                 .iter()
                 .map(|&k| match raw.names(k) {
-                    Ok(names) => translator.push_info(&names, true, k, skip, focus),
+                    Ok((names, lines)) => {
+                        translator.push_info(&names, &lines, true, k, skip, focus)
+                    }
                     Err(prefixed) => translator.push_unnamed(k, prefixed, focus),
                 })
                 .collect();
@@ -841,15 +879,18 @@ impl Builder {
                     .map(|s| names::clean(&names::demangle(s), symbolize.style))
                     .collect()
             };
-            let per_key = focus.is_some() || translator.filters.ignore.is_some();
+            // `--focus` and `--ignore` match the key, `--lines` names the key's own lines.
+            let per_key =
+                focus.is_some() || translator.filters.ignore.is_some() || translator.lines;
             info_of[local as usize] = if k > LAST_USER_ADDRESS || per_key {
                 // Dropped by `TranslateStack` (no functions interned), still an allocator frame
                 // or not, and rare; or, under `--focus`, matched by its own key too: not shared.
-                translator.push_info(&clean(raw), true, k, skip, focus)
+                let lines = symbols.lines.get(&k).map_or(&[][..], Vec::as_slice);
+                translator.push_info(&clean(raw), lines, true, k, skip, focus)
             } else {
                 *by_raw
                     .entry(raw)
-                    .or_insert_with(|| translator.push_info(&clean(raw), true, k, skip, None))
+                    .or_insert_with(|| translator.push_info(&clean(raw), &[], true, k, skip, None))
             };
         }
         for (slot, &k) in info_of.iter_mut().zip(&index.keys) {
@@ -1429,7 +1470,7 @@ mod tests {
         ];
         let functions = |skip: SkipRules| {
             let mut t = Translator::default();
-            let info = t.push_info(&names, true, 0x1000, skip, None);
+            let info = t.push_info(&names, &[], true, 0x1000, skip, None);
             let uninteresting = t.infos.uninteresting[info as usize];
             assert!(!uninteresting);
             t.infos

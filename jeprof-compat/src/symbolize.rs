@@ -463,12 +463,16 @@ impl<'a> RawNames<'a> {
         }
     }
 
-    /// The names at lookup key `key`, as [`Frame::names`] holds them when [`Frame::symbolized`],
-    /// or, when nothing names it, whether its name ([`unnamed`]) has `0x`.
-    pub(crate) fn names(&mut self, key: u64) -> Result<Vec<String>, bool> {
+    /// The names at lookup key `key` and their source lines, as [`Frame::names`] and
+    /// [`Frame::lines`] hold them when [`Frame::symbolized`], or, when nothing names it, whether
+    /// its name ([`unnamed`]) has `0x`.
+    pub(crate) fn names(
+        &mut self,
+        key: u64,
+    ) -> Result<(Vec<String>, Vec<Option<SourceLine>>), bool> {
         let mapping = maps::find(self.resolver.mappings, key);
-        let (full_names, _) = self.resolver.lookup_raw(key, mapping)?;
-        Ok(self.resolver.clean(&full_names))
+        let (full_names, lines) = self.resolver.lookup_raw(key, mapping)?;
+        Ok((self.resolver.clean(&full_names), lines))
     }
 }
 

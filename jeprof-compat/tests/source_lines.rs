@@ -130,3 +130,38 @@ fn binary_dwarf_gives_each_frame_its_line_in_the_c_source() {
         "{seen:?}"
     );
 }
+
+#[test]
+fn lines_report_of_a_symbolized_dump_names_the_sections_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let (with, without) = (
+        dir.path().join("with.heap"),
+        dir.path().join("without.heap"),
+    );
+    rewrite_symbolized(true, &with);
+    rewrite_symbolized(false, &without);
+    let text = common::run_ok(&["report", "--show_bytes", "--lines", with.to_str().unwrap()]);
+    // Rows are per function and line: the inlined helper with its own line after `(inline)`, the
+    // containing function with the first line written for its address.
+    assert!(
+        text.contains("% inlined_helper (inline) src/dir with space/f4011a5.rs:10\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("% main src/dir with space/f4011a5.rs:11\n"),
+        "{text}"
+    );
+    // The figures are those of the function report, split by line.
+    let total = |t: &str| t.lines().next().unwrap().to_string();
+    let plain = common::run_ok(&["report", "--show_bytes", without.to_str().unwrap()]);
+    assert_eq!(total(&text), total(&plain));
+    // Without lines in the section every name is `??:0`, as addr2line spells an unknown line.
+    let unknown = common::run_ok(&[
+        "report",
+        "--show_bytes",
+        "--lines",
+        without.to_str().unwrap(),
+    ]);
+    assert!(unknown.contains("% main ??:0\n"), "{unknown}");
+    assert_eq!(unknown.lines().count(), plain.lines().count());
+}

@@ -1,6 +1,7 @@
 //! The jeprof views beyond `--text`, `--collapsed` and flame graphs, and the options that shape
 //! every report: [`filters`] (`--ignore`, `--retain`, `--exclude`), [`base`] (`--base`,
-//! `--drop_negative`, `--thread`).
+//! `--drop_negative`, `--thread`), [`lines`] (`--lines`).
 
 pub mod base;
 pub mod filters;
+pub mod lines;
