@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use jeprof_compat::report::{self, ReportOptions};
 use jeprof_compat::views::base::{self, ThreadChoice};
+use jeprof_compat::views::callgrind;
 use jeprof_compat::views::filters::StackFilters;
 use jeprof_compat::{read_dump, ReadPolicy, SymbolizeOptions};
 
@@ -39,6 +40,11 @@ pub(crate) struct JeprofViewArgs {
     /// ` (discriminator N)` suffixes are not printed.
     #[arg(long)]
     pub(crate) lines: bool,
+    /// Print the call graph in Callgrind's format (for callgrind_annotate and KCachegrind), as
+    /// jeprof does: `file:line:function` per frame, the line from the program's DWARF or the
+    /// dump's symbol section, `??:0` where unknown.
+    #[arg(long, conflicts_with_all = ["text", "collapsed", "flamegraph"])]
+    callgrind: bool,
 }
 
 fn regex(option: &str, re: &Option<String>) -> anyhow::Result<Option<regex::Regex>> {
@@ -62,7 +68,7 @@ impl JeprofViewArgs {
     /// Whether the report needs the dumps whole (subtracted, or split by thread) rather than
     /// read one stack at a time.
     pub(crate) fn needs_whole_dumps(&self) -> bool {
-        self.base.is_some() || self.thread.is_some()
+        self.base.is_some() || self.thread.is_some() || self.callgrind
     }
 
     pub(crate) fn check(&self) -> anyhow::Result<()> {
@@ -73,8 +79,9 @@ impl JeprofViewArgs {
     }
 }
 
-/// `report` with `--base` or `--thread`: the profiles to report (the dumps minus the base, or each
-/// chosen thread of the first dump, labelled), then the usual text or folded stacks of each.
+/// `report` with `--base`, `--thread` or a view that needs whole dumps (`--callgrind`): the
+/// profiles to report (the dumps added up, minus the base, or each chosen thread of the first
+/// dump, labelled), then the view of each.
 pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow::Result<()> {
     let views = &args.views;
     let symbolize: SymbolizeOptions = args.common.symbolize();
@@ -108,6 +115,13 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
     }
     let mut text = String::new();
     for (thread, profile) in profiles {
+        if views.callgrind {
+            let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
+            let mut out = Vec::new();
+            callgrind::write(&[resolved], options, &mut out)?;
+            text.push_str(&String::from_utf8_lossy(&out));
+            continue;
+        }
         if args.output.collapsed {
             let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
             text.push_str(&report::format_collapsed(&report::collapsed(

@@ -1330,6 +1330,39 @@ pub fn interval_legend() -> &'static str {
     "# columns: flat flat% sum% cum cum% [flat 95% interval] [cum 95% interval] function\n"
 }
 
+/// The frames of a stack that a report shows, innermost first, or `None` when it shows none of the
+/// stack: jeprof's `RemoveUninterestingFrames` ([`interesting_frames`]), then `--retain` and
+/// `--exclude`, `--focus` and `--ignore` ([`crate::views::filters`]), in jeprof's order.
+pub fn shown_frames<'f>(
+    frames: &'f [std::sync::Arc<Frame>],
+    options: &ReportOptions,
+) -> Option<std::borrow::Cow<'f, [std::sync::Arc<Frame>]>> {
+    let frames = interesting_frames(frames, options.skip);
+    let filters = &options.filters;
+    let frames: std::borrow::Cow<'f, [std::sync::Arc<Frame>]> = if filters.drops_frames() {
+        let retained: Vec<std::sync::Arc<Frame>> = frames
+            .iter()
+            .filter(|f| !filters.drops_frame(f.function()))
+            .cloned()
+            .collect();
+        if retained.is_empty() {
+            return None;
+        }
+        retained.into()
+    } else {
+        frames.into()
+    };
+    if let Some(focus) = &options.focus {
+        if !focus_matches(&frames, focus) {
+            return None;
+        }
+    }
+    if filters.ignore.is_some() && frames.iter().any(|f| filters.ignores(f.key, &f.names)) {
+        return None;
+    }
+    Some(frames)
+}
+
 /// Folded stacks as `jeprof --collapsed` prints them: `root;...;leaf <count>`, one line per distinct
 /// stack of addresses after allocator frames are removed (so two call sites of one function give two
 /// lines, as in jeprof), full function names, inlined ones suffixed `[inline]`, counts truncated. A
@@ -1340,32 +1373,10 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
     for (p, profile) in profiles.iter().enumerate() {
         for stack in &profile.stacks {
             let (value, _) = options.measure.pick(&stack.counts);
-            let frames = interesting_frames(&stack.frames, options.skip);
-            // `--retain`/`--exclude`, `--focus`, `--ignore`, in jeprof's order
-            // ([`crate::views::filters`]).
-            let filters = &options.filters;
-            let retained: Vec<std::sync::Arc<Frame>>;
-            let frames = if filters.drops_frames() {
-                retained = frames
-                    .iter()
-                    .filter(|f| !filters.drops_frame(f.function()))
-                    .cloned()
-                    .collect();
-                if retained.is_empty() {
-                    continue;
-                }
-                &retained[..]
-            } else {
-                frames
-            };
-            if let Some(focus) = &options.focus {
-                if !focus_matches(frames, focus) {
-                    continue;
-                }
-            }
-            if filters.ignore.is_some() && frames.iter().any(|f| filters.ignores(f.key, &f.names)) {
+            let Some(frames) = shown_frames(&stack.frames, options) else {
                 continue;
-            }
+            };
+            let frames = &frames[..];
             // Addresses only mean the same thing within one dump (or one symbol table).
             let mut key: Vec<u64> = Vec::with_capacity(frames.len() + 1);
             key.push(p as u64);

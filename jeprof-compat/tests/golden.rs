@@ -72,6 +72,50 @@ fn without_discriminated_rows(text: &str, expected: &str, discriminator: &Regex)
         .collect()
 }
 
+/// A Callgrind file's entries with every `(n)` reference to a file or function name replaced by
+/// the name, sorted: jeprof orders entries of the same file and line in Perl hash order (random),
+/// and names are numbered in the order they are first written.
+fn callgrind_entries(text: &str) -> Vec<Vec<String>> {
+    let (mut files, mut functions) = (
+        std::collections::HashMap::new(),
+        std::collections::HashMap::new(),
+    );
+    let mut entries = Vec::new();
+    let mut entry = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() {
+            if !entry.is_empty() {
+                entries.push(std::mem::take(&mut entry));
+            }
+            continue;
+        }
+        let named = line
+            .split_once('=')
+            .filter(|(k, _)| matches!(*k, "fl" | "fn" | "cfl" | "cfn"));
+        let Some((key, value)) = named else {
+            entry.push(line.to_string());
+            continue;
+        };
+        let names = if key.ends_with('l') {
+            &mut files
+        } else {
+            &mut functions
+        };
+        let value = match value.strip_prefix('(').and_then(|v| v.split_once(')')) {
+            Some((n, "")) => names.get(n).cloned().unwrap_or_default(),
+            Some((n, name)) => {
+                let name = name.trim_start().to_string();
+                names.insert(n.to_string(), name.clone());
+                name
+            }
+            None => value.to_string(),
+        };
+        entry.push(format!("{key}={value}"));
+    }
+    entries.sort();
+    entries
+}
+
 #[test]
 fn report_equals_real_jeprof_on_every_golden_case() {
     let real = common::real_dump();
@@ -117,6 +161,8 @@ fn report_equals_real_jeprof_on_every_golden_case() {
         let ours = common::run_ok(&arg_refs);
         let same = if case.flags.iter().any(|f| f == "--collapsed") {
             sorted_lines(&nm_tag.replace_all(&expected, "")) == sorted_lines(&ours)
+        } else if case.flags.iter().any(|f| f == "--callgrind") {
+            callgrind_entries(&expected) == callgrind_entries(&ours)
         } else if case.flags.iter().any(|f| f == "--lines") {
             without_discriminated_rows(&expected, &expected, &discriminator)
                 == without_discriminated_rows(&ours, &expected, &discriminator)

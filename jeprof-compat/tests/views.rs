@@ -53,3 +53,41 @@ fn a_dump_minus_itself_reports_nothing_and_a_missing_thread_says_so() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such thread"));
 }
+
+#[test]
+fn callgrind_output_is_read_by_callgrind_annotate_with_the_reports_figures() {
+    let fixtures = common::fixtures();
+    let out = common::run_ok(&[
+        "report",
+        "--callgrind",
+        "--binary",
+        fixtures.join("prog").to_str().unwrap(),
+        fixtures.join("nonpie.heap").to_str().unwrap(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("callgrind.out");
+    std::fs::write(&file, &out).unwrap();
+    // valgrind's own reader; CI installs valgrind.
+    let annotated = std::process::Command::new("callgrind_annotate")
+        .arg("--auto=no")
+        .arg(&file)
+        .output()
+        .expect("callgrind_annotate (the valgrind package) runs");
+    let text = String::from_utf8_lossy(&annotated.stdout);
+    assert!(
+        annotated.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&annotated.stderr)
+    );
+    // The leaf's own cost is the whole report's total (`report --show_bytes`: 26105418 B), on
+    // the function DWARF names, in the C source file.
+    assert!(
+        text.contains("26,105,418 (100.0%)  PROGRAM TOTALS"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("26,105,418") && l.ends_with("prog.c:leaf_alloc")),
+        "{text}"
+    );
+}

@@ -1,7 +1,8 @@
 //! The jeprof views beyond `--text`, `--collapsed` and flame graphs, and the options that shape
 //! every report: [`filters`] (`--ignore`, `--retain`, `--exclude`), [`base`] (`--base`,
-//! `--drop_negative`, `--thread`), [`lines`] (`--lines`).
+//! `--drop_negative`, `--thread`), [`lines`] (`--lines`), [`callgrind`] (`--callgrind`).
 
 pub mod base;
+pub mod callgrind;
 pub mod filters;
 pub mod lines;
