@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::Args;
 use jeprof_compat::report::{self, ReportOptions};
 use jeprof_compat::views::base::{self, ThreadChoice};
-use jeprof_compat::views::callgrind;
 use jeprof_compat::views::filters::StackFilters;
+use jeprof_compat::views::{callgrind, list};
 use jeprof_compat::{read_dump, ReadPolicy, SymbolizeOptions};
 
 use crate::{emit, warn, ReportArgs};
@@ -45,6 +45,10 @@ pub(crate) struct JeprofViewArgs {
     /// dump's symbol section, `??:0` where unknown.
     #[arg(long, conflicts_with_all = ["text", "collapsed", "flamegraph"])]
     callgrind: bool,
+    /// Print the source of the functions matching REGEX with each line's flat and cumulative
+    /// figures, as jeprof does (needs --binary, its DWARF and the source files).
+    #[arg(long, value_name = "REGEX", conflicts_with_all = ["text", "collapsed", "flamegraph", "callgrind"])]
+    list: Option<String>,
 }
 
 fn regex(option: &str, re: &Option<String>) -> anyhow::Result<Option<regex::Regex>> {
@@ -68,7 +72,7 @@ impl JeprofViewArgs {
     /// Whether the report needs the dumps whole (subtracted, or split by thread) rather than
     /// read one stack at a time.
     pub(crate) fn needs_whole_dumps(&self) -> bool {
-        self.base.is_some() || self.thread.is_some() || self.callgrind
+        self.base.is_some() || self.thread.is_some() || self.callgrind || self.list.is_some()
     }
 
     pub(crate) fn check(&self) -> anyhow::Result<()> {
@@ -115,6 +119,22 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
     }
     let mut text = String::new();
     for (thread, profile) in profiles {
+        if let Some(re) = &views.list {
+            let regex = regex::Regex::new(re)
+                .with_context(|| format!("--list {re:?} is not a valid regex"))?;
+            let Some(program) = &symbolize.binary else {
+                anyhow::bail!("--list reads the program's code: give it with --binary");
+            };
+            let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
+            text.push_str(&list::listing(
+                &[resolved],
+                options,
+                program,
+                &regex,
+                &mut |m| warn(&m),
+            )?);
+            continue;
+        }
         if views.callgrind {
             let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
             let mut out = Vec::new();

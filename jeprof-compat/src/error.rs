@@ -27,6 +27,13 @@ pub enum Error {
     },
     /// [`crate::report::flamegraph`]: inferno failed, writing the SVG included.
     Flamegraph(std::io::Error),
+    /// A view that reads the program itself ([`crate::views::list`]) could not read it.
+    Program {
+        /// The program (`--binary`).
+        path: std::path::PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -40,6 +47,9 @@ impl fmt::Display for Error {
                 write!(f, "nothing to draw: no stack holds at least one {unit}")
             }
             Error::Flamegraph(e) => write!(f, "drawing the flame graph: {e}"),
+            Error::Program { path, reason } => {
+                write!(f, "{}: cannot read the program: {reason}", path.display())
+            }
         }
     }
 }
@@ -51,7 +61,7 @@ impl std::error::Error for Error {
             Error::Dump(e) => std::error::Error::source(e),
             Error::Gzip(e) | Error::Flamegraph(e) => Some(e),
             Error::Protobuf(e) => Some(e),
-            Error::NothingToDraw { .. } => None,
+            Error::NothingToDraw { .. } | Error::Program { .. } => None,
         }
     }
 }

@@ -157,6 +157,18 @@ fn report_equals_real_jeprof_on_every_golden_case() {
         let expected =
             std::fs::read_to_string(fixtures.join("expected").join(format!("{}.txt", case.name)))
                 .unwrap_or_else(|e| panic!("golden {}: {e}", case.name));
+        // `--list` prints source files, which the program's DWARF names by the absolute path
+        // where it was built (`fixtures/compat/README.md`); elsewhere neither jeprof nor we can
+        // read them.
+        let listed = expected
+            .lines()
+            .filter_map(|l| l.strip_prefix("ROUTINE ====================== "))
+            .filter_map(|l| l.rsplit_once(" in ").map(|(_, file)| file.to_string()))
+            .find(|file| !std::path::Path::new(file).is_file());
+        if let Some(missing) = listed {
+            eprintln!("notice: case {}: {missing} is not here; skipped", case.name);
+            continue;
+        }
         let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let ours = common::run_ok(&arg_refs);
         let same = if case.flags.iter().any(|f| f == "--collapsed") {

@@ -22,6 +22,19 @@ fn bad_view_options_are_errors_naming_the_option() {
     fails_with(&["report", "--ignore", "(", dump], &["--ignore", "regex"]);
     fails_with(&["report", "--retain", "[", dump], &["--retain", "regex"]);
     fails_with(&["report", "--exclude", "(", dump], &["--exclude", "regex"]);
+    fails_with(&["report", "--list", "main", dump], &["--list", "--binary"]);
+    fails_with(
+        &[
+            "report",
+            "--list",
+            "main",
+            "--binary",
+            "/nonexistent/prog",
+            dump,
+        ],
+        &["/nonexistent/prog", "cannot read the program"],
+    );
+    fails_with(&["report", "--list", "(", dump], &["--list", "regex"]);
     fails_with(
         &["report", "--base", "/nonexistent/base.heap", dump],
         &["/nonexistent/base.heap"],

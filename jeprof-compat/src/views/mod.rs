@@ -1,8 +1,9 @@
 //! The jeprof views beyond `--text`, `--collapsed` and flame graphs, and the options that shape
 //! every report: [`filters`] (`--ignore`, `--retain`, `--exclude`), [`base`] (`--base`,
-//! `--drop_negative`, `--thread`), [`lines`] (`--lines`), [`callgrind`] (`--callgrind`).
+//! `--drop_negative`, `--thread`), [`lines`] (`--lines`), [`callgrind`] (`--callgrind`), [`list`] (`--list`).
 
 pub mod base;
 pub mod callgrind;
 pub mod filters;
 pub mod lines;
+pub mod list;
