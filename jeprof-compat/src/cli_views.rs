@@ -8,7 +8,7 @@ use clap::Args;
 use jeprof_compat::report::{self, ReportOptions};
 use jeprof_compat::views::base::{self, ThreadChoice};
 use jeprof_compat::views::filters::StackFilters;
-use jeprof_compat::views::{callgrind, list};
+use jeprof_compat::views::{callgrind, dot, list};
 use jeprof_compat::{read_dump, ReadPolicy, SymbolizeOptions};
 
 use crate::{emit, warn, ReportArgs};
@@ -49,6 +49,19 @@ pub(crate) struct JeprofViewArgs {
     /// figures, as jeprof does (needs --binary, its DWARF and the source files).
     #[arg(long, value_name = "REGEX", conflicts_with_all = ["text", "collapsed", "flamegraph", "callgrind"])]
     list: Option<String>,
+    /// Print the call graph in Graphviz's dot language, as jeprof does (--nodecount nodes, 80 by
+    /// default).
+    #[arg(long, conflicts_with_all = ["text", "collapsed", "flamegraph", "callgrind", "list"])]
+    dot: bool,
+    /// Print the call graph as SVG: the --dot graph drawn by Graphviz's `dot` (install graphviz).
+    #[arg(long, conflicts_with_all = ["text", "collapsed", "flamegraph", "callgrind", "list", "dot"])]
+    svg: bool,
+    /// --dot/--svg: leave out nodes whose cumulative figure is at most this share of the total.
+    #[arg(long, value_name = "F", default_value_t = 0.005)]
+    nodefraction: f64,
+    /// --dot/--svg: leave out edges (but a node's first) of at most this share of the total.
+    #[arg(long, value_name = "F", default_value_t = 0.001)]
+    edgefraction: f64,
 }
 
 fn regex(option: &str, re: &Option<String>) -> anyhow::Result<Option<regex::Regex>> {
@@ -72,7 +85,12 @@ impl JeprofViewArgs {
     /// Whether the report needs the dumps whole (subtracted, or split by thread) rather than
     /// read one stack at a time.
     pub(crate) fn needs_whole_dumps(&self) -> bool {
-        self.base.is_some() || self.thread.is_some() || self.callgrind || self.list.is_some()
+        self.base.is_some()
+            || self.thread.is_some()
+            || self.callgrind
+            || self.list.is_some()
+            || self.dot
+            || self.svg
     }
 
     pub(crate) fn check(&self) -> anyhow::Result<()> {
@@ -135,6 +153,32 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
             )?);
             continue;
         }
+        if views.dot || views.svg {
+            let options_dot = dot::DotOptions {
+                nodecount: options.nodecount.unwrap_or(80),
+                nodefraction: views.nodefraction,
+                edgefraction: views.edgefraction,
+                svg: views.svg,
+                program: dot::program_name(
+                    std::slice::from_ref(&profile),
+                    symbolize.binary.as_deref(),
+                ),
+                ..dot::DotOptions::default()
+            };
+            let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
+            let Some((graph, dropping)) = dot::graph(&[resolved], options, &options_dot) else {
+                anyhow::bail!("no nodes to print (every function is below --nodefraction)");
+            };
+            if let Some(line) = dropping {
+                warn(&line);
+            }
+            if views.svg {
+                text.push_str(&run_graphviz(&graph)?);
+            } else {
+                text.push_str(&graph);
+            }
+            continue;
+        }
         if views.callgrind {
             let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
             let mut out = Vec::new();
@@ -168,4 +212,41 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
         }
     }
     emit(&text)
+}
+
+/// `dot -Tsvg` of `graph`, as jeprof pipes its graph through Graphviz.
+fn run_graphviz(graph: &str) -> anyhow::Result<String> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = match Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "--svg draws the graph with Graphviz's `dot`, which is not on PATH: install graphviz \
+             (e.g. `apt-get install graphviz`), or print the graph with --dot"
+        ),
+        Err(e) => return Err(e).context("running Graphviz's `dot -Tsvg`"),
+    };
+    // `dot` reads its whole input before it writes: write it all, then read.
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(graph.as_bytes())
+            .context("writing the graph to Graphviz's `dot`")?;
+    }
+    let output = child
+        .wait_with_output()
+        .context("running Graphviz's `dot -Tsvg`")?;
+    if !output.status.success() {
+        anyhow::bail!(
+            "Graphviz's `dot -Tsvg` failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    String::from_utf8(output.stdout).context("Graphviz's `dot -Tsvg` wrote something not UTF-8")
 }

@@ -1363,6 +1363,49 @@ pub fn shown_frames<'f>(
     Some(frames)
 }
 
+/// The functions a report makes of a frame, innermost first, as its rows name them (jeprof's
+/// `TranslateStack` of one address): none above `0x7fffffffffffffff`; a Rust allocator shim
+/// inlined into the caller left out unless kept; all but the outermost ` (inline)`; at
+/// `--lines`, each followed by its source line.
+pub fn frame_functions(frame: &Frame, options: &ReportOptions) -> Vec<String> {
+    if frame.key > LAST_USER_ADDRESS {
+        return Vec::new();
+    }
+    if !frame.symbolized {
+        let prefixed = frame.names.first().is_some_and(|n| n.starts_with("0x"));
+        return vec![if options.lines {
+            crate::views::lines::unnamed_with_line(frame.key, prefixed)
+        } else {
+            unnamed(frame.key, prefixed)
+        }];
+    }
+    let mut first = 0;
+    if options.skip.rust_allocator_frames {
+        while frame.names.len() - first > 1
+            && names::is_uninteresting(&frame.names[first], options.skip)
+        {
+            first += 1;
+        }
+    }
+    let last = frame.names.len().saturating_sub(1);
+    (first..frame.names.len())
+        .filter(|&j| !frame.names[j].is_empty())
+        .map(|j| {
+            let name = &frame.names[j];
+            let name = if j < last {
+                format!("{name} (inline)")
+            } else {
+                name.clone()
+            };
+            if options.lines {
+                crate::views::lines::with_line(&name, frame.line(j))
+            } else {
+                name
+            }
+        })
+        .collect()
+}
+
 /// Folded stacks as `jeprof --collapsed` prints them: `root;...;leaf <count>`, one line per distinct
 /// stack of addresses after allocator frames are removed (so two call sites of one function give two
 /// lines, as in jeprof), full function names, inlined ones suffixed `[inline]`, counts truncated. A

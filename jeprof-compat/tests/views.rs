@@ -104,3 +104,32 @@ fn callgrind_output_is_read_by_callgrind_annotate_with_the_reports_figures() {
         "{text}"
     );
 }
+
+#[test]
+fn svg_is_the_dot_graph_drawn_by_graphviz_and_says_to_install_it_when_missing() {
+    let dump = common::fixtures().join("symbolized.heap");
+    let dump = dump.to_str().unwrap();
+    // Graphviz's `dot` (CI installs graphviz).
+    let svg = common::run_ok(&["report", "--svg", dump]);
+    assert!(svg.starts_with("<?xml"), "{svg}");
+    assert!(svg.contains("<title>fixture; 59.3 MB</title>"), "{svg}");
+    // Every node of the --dot graph is drawn (labels split at `::`).
+    let graph = common::run_ok(&["report", "--dot", dump]);
+    assert!(
+        graph.contains("label=\"leaf_alloc\\n2.1 (3.5%)\\r\""),
+        "{graph}"
+    );
+    for name in ["leaf_alloc", "push_back", "worker_loop", "mid_b"] {
+        assert!(svg.contains(&format!(">{name}</text>")), "{name} not drawn");
+    }
+
+    let empty = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jeprof-compat"))
+        .args(["report", "--svg", dump])
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("install graphviz"));
+}

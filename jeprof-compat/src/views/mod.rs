@@ -1,9 +1,10 @@
 //! The jeprof views beyond `--text`, `--collapsed` and flame graphs, and the options that shape
 //! every report: [`filters`] (`--ignore`, `--retain`, `--exclude`), [`base`] (`--base`,
-//! `--drop_negative`, `--thread`), [`lines`] (`--lines`), [`callgrind`] (`--callgrind`), [`list`] (`--list`).
+//! `--drop_negative`, `--thread`), [`lines`] (`--lines`), [`callgrind`] (`--callgrind`), [`list`] (`--list`), [`dot`] (`--dot`, `--svg`).
 
 pub mod base;
 pub mod callgrind;
+pub mod dot;
 pub mod filters;
 pub mod lines;
 pub mod list;
