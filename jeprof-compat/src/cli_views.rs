@@ -8,7 +8,7 @@ use clap::Args;
 use jeprof_compat::report::{self, ReportOptions};
 use jeprof_compat::views::base::{self, ThreadChoice};
 use jeprof_compat::views::filters::StackFilters;
-use jeprof_compat::views::{callgrind, dot, list};
+use jeprof_compat::views::{callgrind, dot, list, remote};
 use jeprof_compat::{read_dump, ReadPolicy, SymbolizeOptions};
 
 use crate::{emit, warn, ReportArgs};
@@ -62,6 +62,10 @@ pub(crate) struct JeprofViewArgs {
     /// --dot/--svg: leave out edges (but a node's first) of at most this share of the total.
     #[arg(long, value_name = "F", default_value_t = 0.001)]
     edgefraction: f64,
+    /// Seconds to wait for each page of a process's profile (DUMP given as
+    /// http://host:port/pprof/heap, as jeprof fetches it).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    timeout: u64,
 }
 
 fn regex(option: &str, re: &Option<String>) -> anyhow::Result<Option<regex::Regex>> {
@@ -84,8 +88,11 @@ impl JeprofViewArgs {
 
     /// Whether the report needs the dumps whole (subtracted, or split by thread) rather than
     /// read one stack at a time.
-    pub(crate) fn needs_whole_dumps(&self) -> bool {
-        self.base.is_some()
+    pub(crate) fn needs_whole_dumps(&self, dumps: &[PathBuf]) -> bool {
+        let url = |p: &PathBuf| p.to_str().is_some_and(remote::is_url);
+        dumps.iter().any(url)
+            || self.base.as_ref().is_some_and(url)
+            || self.base.is_some()
             || self.thread.is_some()
             || self.callgrind
             || self.list.is_some()
@@ -108,12 +115,21 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
     let views = &args.views;
     let symbolize: SymbolizeOptions = args.common.symbolize();
     let policy: ReadPolicy<'static> = args.common.read_policy();
+    let timeout = std::time::Duration::from_secs(views.timeout);
+    // A dump, or a process's profile fetched as jeprof fetches it (symbolized through the
+    // process, its symbol table naming the program).
+    let read = |path: &PathBuf| -> anyhow::Result<jeprof_dumpfmt::Profile> {
+        match path.to_str().filter(|p| remote::is_url(p)) {
+            Some(url) => Ok(remote::fetch(url, timeout)?.profile),
+            None => Ok(read_dump(path, &policy)?),
+        }
+    };
     let mut dumps = Vec::with_capacity(args.dumps.len());
     for path in &args.dumps {
-        dumps.push(read_dump(path, &policy)?);
+        dumps.push(read(path)?);
     }
     let base = match &views.base {
-        Some(path) => Some(read_dump(path, &policy)?),
+        Some(path) => Some(read(path)?),
         None => None,
     };
     let first = views.thread.map(|_| dumps[0].clone());

@@ -27,6 +27,14 @@ pub enum Error {
     },
     /// [`crate::report::flamegraph`]: inferno failed, writing the SVG included.
     Flamegraph(std::io::Error),
+    /// Fetching a profile from a process ([`crate::views::remote`]) failed: the connection, the
+    /// status of a page, or what it answered.
+    Fetch {
+        /// The page.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A view that reads the program itself ([`crate::views::list`]) could not read it.
     Program {
         /// The program (`--binary`).
@@ -47,6 +55,7 @@ impl fmt::Display for Error {
                 write!(f, "nothing to draw: no stack holds at least one {unit}")
             }
             Error::Flamegraph(e) => write!(f, "drawing the flame graph: {e}"),
+            Error::Fetch { url, reason } => write!(f, "{url}: {reason}"),
             Error::Program { path, reason } => {
                 write!(f, "{}: cannot read the program: {reason}", path.display())
             }
@@ -61,7 +70,7 @@ impl std::error::Error for Error {
             Error::Dump(e) => std::error::Error::source(e),
             Error::Gzip(e) | Error::Flamegraph(e) => Some(e),
             Error::Protobuf(e) => Some(e),
-            Error::NothingToDraw { .. } | Error::Program { .. } => None,
+            Error::NothingToDraw { .. } | Error::Program { .. } | Error::Fetch { .. } => None,
         }
     }
 }

@@ -378,7 +378,7 @@ fn report(args: ReportArgs) -> anyhow::Result<()> {
     options.filters = args.views.filters()?;
     options.lines = args.views.lines;
     args.views.check()?;
-    if args.views.needs_whole_dumps() {
+    if args.views.needs_whole_dumps(&args.dumps) {
         return cli_views::report_whole(&args, &options);
     }
     let symbolize = args.common.symbolize();
