@@ -67,7 +67,8 @@
 //! - Input never makes the library panic: the fuzz targets (`fuzz/`) and `tests/fuzz_corpus.rs`
 //!   hold it to that.
 //! - Not reproduced: `--addresses`/`--files` granularity, binutils' ` (discriminator N)`
-//!   suffixes at `--lines` ([`views::lines`]), jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
+//!   suffixes at `--lines` and `--list` ([`views::lines`]), `--list` of shared libraries,
+//!   jeprof's SVG rewriting for its web viewer, jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
 //!   overloaded short names.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
