@@ -162,9 +162,9 @@ pub fn interesting_frames(
 }
 
 fn focus_matches(frames: &[std::sync::Arc<Frame>], focus: &Regex) -> bool {
-    frames.iter().any(|f| {
-        focus.is_match(&format!("{:016x}", f.key)) || f.names.iter().any(|n| focus.is_match(n))
-    })
+    frames
+        .iter()
+        .any(|f| crate::views::filters::frame_matches(focus, f.key, &f.names, &f.lines))
 }
 
 /// A function's name as a report holds it: spelled out, or an address nothing names, which jeprof
@@ -473,12 +473,11 @@ impl Translator {
         focus: Option<&Regex>,
     ) -> u32 {
         if let Some(focus) = focus {
-            let matches = focus.is_match(&format!("{key:016x}"))
-                || names.iter().any(|n| focus.is_match(n.as_ref()));
+            let matches = crate::views::filters::frame_matches(focus, key, names, lines);
             self.infos.focus.push(matches);
         }
         if self.filters.ignore.is_some() {
-            let ignored = self.filters.ignores(key, names);
+            let ignored = self.filters.ignores(key, names, lines);
             self.infos.ignore.push(ignored);
         }
         if self.filters.drops_frames() {
@@ -538,7 +537,7 @@ impl Translator {
         if self.filters.ignore.is_some() || self.filters.drops_frames() {
             let name = unnamed(key, prefixed);
             if self.filters.ignore.is_some() {
-                let ignored = self.filters.ignores(key, &[&name]);
+                let ignored = self.filters.ignores(key, &[&name], &[]);
                 self.infos.ignore.push(ignored);
             }
             if self.filters.drops_frames() {
@@ -1357,7 +1356,11 @@ pub fn shown_frames<'f>(
             return None;
         }
     }
-    if filters.ignore.is_some() && frames.iter().any(|f| filters.ignores(f.key, &f.names)) {
+    if filters.ignore.is_some()
+        && frames
+            .iter()
+            .any(|f| filters.ignores(f.key, &f.names, &f.lines))
+    {
         return None;
     }
     Some(frames)

@@ -8,6 +8,7 @@
 //! 2. `--focus RE` keeps the stacks with a frame whose 16-digit address or any name matches;
 //! 3. `--ignore RE` drops the stacks with a frame whose 16-digit address or any name matches.
 
+use jeprof_dumpfmt::SourceLine;
 use regex::Regex;
 
 /// The stack and frame filters of a report, besides `--focus` (all empty by default).
@@ -34,13 +35,32 @@ impl StackFilters {
             || self.exclude.as_ref().is_some_and(|e| e.is_match(function))
     }
 
-    /// Whether `--ignore` matches a frame at lookup key `key` with these names (as `--focus`
-    /// matches: the 16-digit key or any name).
-    pub fn ignores<S: AsRef<str>>(&self, key: u64, names: &[S]) -> bool {
-        self.ignore.as_ref().is_some_and(|re| {
-            re.is_match(&format!("{key:016x}")) || names.iter().any(|n| re.is_match(n.as_ref()))
-        })
+    /// Whether `--ignore` matches a frame at lookup key `key` with these names and their source
+    /// lines (as `--focus` matches: [`frame_matches`]).
+    pub fn ignores<S: AsRef<str>>(
+        &self,
+        key: u64,
+        names: &[S],
+        lines: &[Option<SourceLine>],
+    ) -> bool {
+        self.ignore
+            .as_ref()
+            .is_some_and(|re| frame_matches(re, key, names, lines))
     }
+}
+
+/// Whether `--focus` or `--ignore` matches a frame, as jeprof's `SymbolMatches` (and the address
+/// test before it): its 16-digit key, any of its names, or any of their known source lines
+/// (`file:line`, which jeprof matches too).
+pub fn frame_matches<S: AsRef<str>>(
+    re: &Regex,
+    key: u64,
+    names: &[S],
+    lines: &[Option<SourceLine>],
+) -> bool {
+    re.is_match(&format!("{key:016x}"))
+        || names.iter().any(|n| re.is_match(n.as_ref()))
+        || lines.iter().flatten().any(|l| re.is_match(&l.to_string()))
 }
 
 #[cfg(test)]
@@ -66,8 +86,13 @@ mod tests {
             ignore: Some(Regex::new("^00000000004011|inlined").unwrap()),
             ..Default::default()
         };
-        assert!(filters.ignores(0x401149, &["mid_a"]));
-        assert!(filters.ignores(0x1, &["inlined_helper", "main"]));
-        assert!(!filters.ignores(0x1, &["main"]));
+        assert!(filters.ignores(0x401149, &["mid_a"], &[]));
+        assert!(filters.ignores(0x1, &["inlined_helper", "main"], &[]));
+        assert!(!filters.ignores(0x1, &["main"], &[]));
+        let at = SourceLine {
+            file: "src/inlined.rs".into(),
+            line: 3,
+        };
+        assert!(filters.ignores(0x1, &["main"], &[Some(at)]));
     }
 }
