@@ -183,7 +183,11 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
             };
             let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
             let Some((graph, dropping)) = dot::graph(&[resolved], options, &options_dot) else {
-                anyhow::bail!("no nodes to print (every function is below --nodefraction)");
+                anyhow::bail!(
+                    "no nodes to print: no function is left after the filters, or none is above \
+                     --nodefraction {} of the total",
+                    views.nodefraction
+                );
             };
             if let Some(line) = dropping {
                 warn(&line);

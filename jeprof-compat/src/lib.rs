@@ -59,8 +59,9 @@
 //!   dumps one stack at a time and keep what they add up, never a dump's stacks: `tests/memory.rs`
 //!   holds their peak resident size to 3 times the dump's size (plus the binary's own few
 //!   megabytes) on half a million stacks. A merge ([`merge::merge_files`]) holds its result plus a
-//!   few chunks of dumps' figures, whatever the number of dumps. Folded stacks, flame graphs and
-//!   pprof output resolve whole dumps first, and take a multiple of their size.
+//!   few chunks of dumps' figures, whatever the number of dumps. Folded stacks, flame graphs,
+//!   pprof output and the views of [`views`] (`--base`, `--thread`, `--callgrind`, `--list`,
+//!   `--dot`, fetched profiles) resolve whole dumps first, and take a multiple of their size.
 //! - A merge is reproducible bit for bit, whatever the number of workers.
 //! - Several symbolized dumps are symbolized each with its own symbol section (jeprof merges the
 //!   sections, the last file winning an address), so dumps of different builds stay right.
