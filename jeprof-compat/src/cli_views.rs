@@ -26,7 +26,8 @@ pub(crate) struct JeprofViewArgs {
     /// one report each, instead of the whole process.
     #[arg(long, value_name = "N|*")]
     thread: Option<ThreadChoice>,
-    /// Leave out the stacks with a frame whose function (or 16-digit address) matches REGEX.
+    /// Leave out the stacks with a frame whose function, 16-digit address or source line
+    /// (file:line) matches REGEX.
     #[arg(long, value_name = "REGEX")]
     ignore: Option<String>,
     /// Keep only the frames whose function matches REGEX (a stack left with none is left out).
@@ -42,7 +43,8 @@ pub(crate) struct JeprofViewArgs {
     pub(crate) lines: bool,
     /// Print the call graph in Callgrind's format (for callgrind_annotate and KCachegrind), as
     /// jeprof does: `file:line:function` per frame, the line from the program's DWARF or the
-    /// dump's symbol section, `??:0` where unknown.
+    /// dump's symbol section, `??:0` where unknown. Names are whole (jeprof cuts a function name
+    /// at its first space, which garbles Rust names; --jeprof_names gives its short names).
     #[arg(long, conflicts_with_all = ["text", "collapsed", "flamegraph"])]
     callgrind: bool,
     /// Print the source of the functions matching REGEX with each line's flat and cumulative

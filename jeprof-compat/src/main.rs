@@ -205,7 +205,7 @@ struct OutputKind {
 
 #[derive(Args)]
 struct ReportArgs {
-    /// Dumps to add up.
+    /// Dumps to add up; a running process's profile as http://host:port/pprof/heap.
     #[arg(required = true, value_name = "DUMP")]
     dumps: Vec<PathBuf>,
     #[command(flatten)]
