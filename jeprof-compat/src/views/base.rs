@@ -43,17 +43,18 @@ impl std::str::FromStr for ThreadChoice {
 }
 
 /// `dumps` added up stack by stack, minus `base` if given, as one profile (see the module
-/// documentation). Panics on no dumps (the command line requires one).
+/// documentation); the period and memory map are the first dump's (none without dumps).
 pub fn subtract_base(dumps: Vec<Profile>, base: Option<Profile>, drop_negative: bool) -> Profile {
-    let mut dumps = dumps.into_iter();
-    let first = dumps.next().expect("at least one dump");
     let mut sums: BTreeMap<Vec<u64>, Counts> = BTreeMap::new();
-    let mut combined = Profile {
-        sample_period: first.sample_period,
-        mapped_libraries: first.mapped_libraries.clone(),
-        ..Profile::default()
+    let mut combined = match dumps.first() {
+        Some(first) => Profile {
+            sample_period: first.sample_period,
+            mapped_libraries: first.mapped_libraries.clone(),
+            ..Profile::default()
+        },
+        None => Profile::default(),
     };
-    for dump in std::iter::once(first).chain(dumps) {
+    for dump in dumps {
         merge_symbols(&mut combined, &dump);
         for stack in dump.stacks {
             sums.entry(stack.frames).or_default().add(&stack.counts);
