@@ -23,6 +23,21 @@ pub enum Error {
     },
     /// [`crate::report::flamegraph`]: inferno failed, writing the SVG included.
     Flamegraph(std::io::Error),
+    /// Fetching a profile from a process ([`crate::views::remote`]) failed: the connection, the
+    /// status of a page, or what it answered.
+    Fetch {
+        /// The page.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A view that reads the program itself ([`crate::views::list`]) could not read it.
+    Program {
+        /// The program (`--binary`).
+        path: std::path::PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -34,6 +49,10 @@ impl fmt::Display for Error {
                 write!(f, "nothing to draw: no stack holds at least one {unit}")
             }
             Error::Flamegraph(e) => write!(f, "drawing the flame graph: {e}"),
+            Error::Fetch { url, reason } => write!(f, "{url}: {reason}"),
+            Error::Program { path, reason } => {
+                write!(f, "{}: cannot read the program: {reason}", path.display())
+            }
         }
     }
 }
@@ -44,7 +63,7 @@ impl std::error::Error for Error {
             // Transparent: the dump error's text is this error's text, so its source is ours.
             Error::Dump(e) => std::error::Error::source(e),
             Error::Flamegraph(e) => Some(e),
-            Error::NothingToDraw { .. } => None,
+            Error::NothingToDraw { .. } | Error::Program { .. } | Error::Fetch { .. } => None,
         }
     }
 }

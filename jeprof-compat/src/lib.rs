@@ -18,6 +18,8 @@
 //! - [`pprof`]: `profile.proto` output;
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);
+//! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
+//!   `--retain`, `--exclude` ([`views::filters`]), `--lines` ([`views::lines`]);
 //! - [`symbolize`]: names for a dump's addresses (its symbol section, else the binaries its memory
 //!   map names), [`names`]: demangling, jeprof's name shortening and its skip lists, [`maps`]: the
 //!   memory map;
@@ -57,15 +59,17 @@
 //!   dumps one stack at a time and keep what they add up, never a dump's stacks: `tests/memory.rs`
 //!   holds their peak resident size to 3 times the dump's size (plus the binary's own few
 //!   megabytes) on half a million stacks. A merge ([`merge::merge_files`]) holds its result plus a
-//!   few chunks of dumps' figures, whatever the number of dumps. Folded stacks, flame graphs and
-//!   pprof output resolve whole dumps first, and take a multiple of their size.
+//!   few chunks of dumps' figures, whatever the number of dumps. Folded stacks, flame graphs,
+//!   pprof output and the views of [`views`] (`--base`, `--thread`, `--callgrind`, `--list`,
+//!   `--dot`, fetched profiles) resolve whole dumps first, and take a multiple of their size.
 //! - A merge is reproducible bit for bit, whatever the number of workers.
 //! - Several symbolized dumps are symbolized each with its own symbol section (jeprof merges the
 //!   sections, the last file winning an address), so dumps of different builds stay right.
 //! - Input never makes the library panic: the fuzz targets (`fuzz/`) and `tests/fuzz_corpus.rs`
 //!   hold it to that.
-//! - Not reproduced: `--thread`, `--base` (see `diff`), `--lines`/`--addresses`/`--files`
-//!   granularity, jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
+//! - Not reproduced: `--addresses`/`--files` granularity, binutils' ` (discriminator N)`
+//!   suffixes at `--lines` and `--list` ([`views::lines`]), `--list` of shared libraries,
+//!   jeprof's SVG rewriting for its web viewer, jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
 //!   overloaded short names.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -83,6 +87,7 @@ pub mod names;
 pub mod pprof;
 pub mod report;
 pub mod symbolize;
+pub mod views;
 
 use std::path::{Path, PathBuf};
 

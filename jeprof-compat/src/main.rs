@@ -14,6 +14,8 @@ use jeprof_compat::{diff, pprof, ReadPolicy, SymbolizeOptions};
 use jeprof_dumpfmt::output::AtomicFile;
 use jeprof_dumpfmt::read::ReadOptions;
 
+mod cli_views;
+
 /// jemalloc: the merge's many short-lived names and frame lists cost about half as much as with the
 /// system allocator.
 #[cfg(not(target_env = "msvc"))]
@@ -203,7 +205,7 @@ struct OutputKind {
 
 #[derive(Args)]
 struct ReportArgs {
-    /// Dumps to add up.
+    /// Dumps to add up; a running process's profile as http://host:port/pprof/heap.
     #[arg(required = true, value_name = "DUMP")]
     dumps: Vec<PathBuf>,
     #[command(flatten)]
@@ -213,6 +215,8 @@ struct ReportArgs {
     /// Add each function's 95% confidence interval (flat and cum).
     #[arg(long)]
     interval: bool,
+    #[command(flatten)]
+    views: cli_views::JeprofViewArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -316,6 +320,8 @@ fn report_options(
         skip: common.skip(),
         nodecount: view.nodecount,
         interval,
+        filters: Default::default(),
+        lines: false,
     })
 }
 
@@ -368,7 +374,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// `report`: the text report, folded stacks or a flame graph of the dumps added up.
 fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let options = report_options(&args.view, &args.common, args.interval)?;
+    let mut options = report_options(&args.view, &args.common, args.interval)?;
+    options.filters = args.views.filters()?;
+    options.lines = args.views.lines;
+    args.views.check()?;
+    if args.views.needs_whole_dumps(&args.dumps) {
+        return cli_views::report_whole(&args, &options);
+    }
     let symbolize = args.common.symbolize();
     let policy = args.common.read_policy();
     if let Some(svg) = &args.output.flamegraph {

@@ -35,7 +35,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use hashbrown::hash_table::{Entry, HashTable};
-use jeprof_dumpfmt::{Counts, Estimate, Profile};
+use jeprof_dumpfmt::{Counts, Estimate, Profile, SourceLine};
 use rayon::prelude::*;
 use regex::Regex;
 
@@ -45,6 +45,7 @@ use crate::names::{self, SkipRules};
 use crate::symbolize::{
     unnamed, Chunks, Frame, KeyIndex, RawNames, ResolvedProfile, SymbolizeOptions,
 };
+use crate::views::filters::StackFilters;
 use crate::{read_dump_stacks, Error, ReadPolicy};
 
 /// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`.
@@ -109,6 +110,11 @@ pub struct ReportOptions {
     pub nodecount: Option<usize>,
     /// Add each function's 95% confidence interval.
     pub interval: bool,
+    /// `--ignore`, `--retain`, `--exclude`.
+    pub filters: StackFilters,
+    /// `--lines`: a row per function and source line (`name file:line`) rather than per
+    /// function ([`crate::views::lines`]).
+    pub lines: bool,
 }
 
 /// One function's figures: flat (allocated directly in it) and cum (it or its callees), each with
@@ -156,9 +162,9 @@ pub fn interesting_frames(
 }
 
 fn focus_matches(frames: &[std::sync::Arc<Frame>], focus: &Regex) -> bool {
-    frames.iter().any(|f| {
-        focus.is_match(&format!("{:016x}", f.key)) || f.names.iter().any(|n| focus.is_match(n))
-    })
+    frames
+        .iter()
+        .any(|f| crate::views::filters::frame_matches(focus, f.key, &f.names, &f.lines))
 }
 
 /// A function's name as a report holds it: spelled out, or an address nothing names, which jeprof
@@ -385,6 +391,10 @@ struct Infos {
     uninteresting: Vec<bool>,
     /// Empty without `--focus`.
     focus: Vec<bool>,
+    /// Whether `--ignore` matches the frame; empty without `--ignore`.
+    ignore: Vec<bool>,
+    /// Whether `--retain`/`--exclude` drop the frame; empty without them.
+    dropped: Vec<bool>,
     /// Info `i`'s function ids are `ids[ends[i - 1]..ends[i]]` (from 0 for the first).
     ends: Vec<usize>,
     ids: Vec<u32>,
@@ -417,6 +427,10 @@ impl Infos {
 #[derive(Default)]
 struct Translator {
     names: Names,
+    /// `--ignore`, `--retain`, `--exclude`: flags in `infos` for each frame.
+    filters: StackFilters,
+    /// `--lines`: functions are interned with their source lines.
+    lines: bool,
     /// [`build`]'s frames: each distinct frame's dense index into `infos` (one hash lookup per
     /// frame of a stack).
     slots: FastMap<*const Frame, u32>,
@@ -440,7 +454,7 @@ impl Translator {
         if let Some(&slot) = self.slots.get(&key) {
             return slot;
         }
-        let slot = self.push_info(&f.names, f.symbolized, f.key, skip, focus);
+        let slot = self.push_info(&f.names, &f.lines, f.symbolized, f.key, skip, focus);
         self.slots.insert(key, slot);
         slot
     }
@@ -452,28 +466,61 @@ impl Translator {
     fn push_info<S: AsRef<str>>(
         &mut self,
         names: &[S],
+        lines: &[Option<SourceLine>],
         symbolized: bool,
         key: u64,
         skip: SkipRules,
         focus: Option<&Regex>,
     ) -> u32 {
         if let Some(focus) = focus {
-            let matches = focus.is_match(&format!("{key:016x}"))
-                || names.iter().any(|n| focus.is_match(n.as_ref()));
+            let matches = crate::views::filters::frame_matches(focus, key, names, lines);
             self.infos.focus.push(matches);
         }
-        let mut names = names;
+        if self.filters.ignore.is_some() {
+            let ignored = self.filters.ignores(key, names, lines);
+            self.infos.ignore.push(ignored);
+        }
+        if self.filters.drops_frames() {
+            let function = names.last().map_or("", AsRef::as_ref);
+            let dropped = self.filters.drops_frame(function);
+            self.infos.dropped.push(dropped);
+        }
+        let (mut names, mut lines) = (names, lines);
         if symbolized && skip.rust_allocator_frames {
             // Rust inlines its allocation shims (and a profiler's `GlobalAlloc`) into the caller,
             // so one address can carry allocator names innermost and the caller's outermost: it
             // belongs to its innermost name that is not an allocator frame.
             while names.len() > 1 && names::is_uninteresting(names[0].as_ref(), skip) {
                 names = &names[1..];
+                lines = lines.get(1..).unwrap_or_default();
             }
         }
         let function = names.last().map_or("", AsRef::as_ref);
         let uninteresting = symbolized && names::is_uninteresting(function, skip);
-        self.translate(names, key);
+        if self.lines {
+            // `name file:line` per name, the inlined ones `name (inline) file:line`, as
+            // `TranslateStack` ([`crate::views::lines::with_line`]).
+            let last = names.len().saturating_sub(1);
+            let named: Vec<String> = (0..names.len())
+                .map(|j| {
+                    let line = lines.get(j).and_then(Option::as_ref);
+                    let name = names[j].as_ref();
+                    if j < last {
+                        crate::views::lines::with_line(&format!("{name} (inline)"), line)
+                    } else {
+                        crate::views::lines::with_line(name, line)
+                    }
+                })
+                .collect();
+            if key <= LAST_USER_ADDRESS {
+                for name in &named {
+                    let id = self.names.intern(FunctionName::Text(name));
+                    self.infos.ids.push(id);
+                }
+            }
+        } else {
+            self.translate(names, key);
+        }
         self.infos.uninteresting.push(uninteresting);
         self.infos.ends.push(self.infos.ids.len());
         (self.infos.len() - 1) as u32
@@ -487,8 +534,23 @@ impl Translator {
                 focus.is_match(&format!("{key:016x}")) || focus.is_match(&unnamed(key, prefixed));
             self.infos.focus.push(matches);
         }
+        if self.filters.ignore.is_some() || self.filters.drops_frames() {
+            let name = unnamed(key, prefixed);
+            if self.filters.ignore.is_some() {
+                let ignored = self.filters.ignores(key, &[&name], &[]);
+                self.infos.ignore.push(ignored);
+            }
+            if self.filters.drops_frames() {
+                self.infos.dropped.push(self.filters.drops_frame(&name));
+            }
+        }
         if key <= LAST_USER_ADDRESS {
-            let id = self.names.intern(FunctionName::Unnamed { key, prefixed });
+            let id = if self.lines {
+                let name = crate::views::lines::unnamed_with_line(key, prefixed);
+                self.names.intern(FunctionName::Text(&name))
+            } else {
+                self.names.intern(FunctionName::Unnamed { key, prefixed })
+            };
             self.infos.ids.push(id);
         }
         // Not symbolized: never an allocator frame.
@@ -647,6 +709,8 @@ struct Builder {
     translator: Translator,
     functions: Vec<u32>,
     slots: Vec<u32>,
+    /// A stack's slots that `--retain`/`--exclude` keep, reused.
+    kept: Vec<u32>,
 }
 
 impl Builder {
@@ -656,9 +720,14 @@ impl Builder {
             columns,
             skip: options.skip,
             focus: options.focus.clone(),
-            translator: Translator::default(),
+            translator: Translator {
+                filters: options.filters.clone(),
+                lines: options.lines,
+                ..Translator::default()
+            },
             functions: Vec::new(),
             slots: Vec::new(),
+            kept: Vec::new(),
         }
     }
 
@@ -673,11 +742,28 @@ impl Builder {
             .iter()
             .rposition(|&s| infos.uninteresting[s as usize])
             .map_or(0, |i| i + 1);
-        let slots = &slots[cut..];
-        if self.focus.is_some() && !slots.iter().any(|&s| infos.focus[s as usize]) {
+        let mut slots = &slots[cut..];
+        // jeprof's `FilterFrames` (`--retain`/`--exclude`), then `--focus`, then `--ignore`
+        // ([`crate::views::filters`]).
+        let mut kept = std::mem::take(&mut self.kept);
+        if !infos.dropped.is_empty() {
+            kept.clear();
+            kept.extend(slots.iter().filter(|&&s| !infos.dropped[s as usize]));
+            if kept.is_empty() {
+                self.kept = kept;
+                return;
+            }
+            slots = &kept;
+        }
+        let focused = self.focus.is_none() || slots.iter().any(|&s| infos.focus[s as usize]);
+        let ignored = !infos.ignore.is_empty() && slots.iter().any(|&s| infos.ignore[s as usize]);
+        let shown = focused && !ignored;
+        if !shown {
+            self.kept = kept;
             return;
         }
         reduced_functions(infos, slots, &mut self.functions);
+        self.kept = kept;
         self.sums.grow(self.columns, self.translator.names.len());
         let sums = &mut self.sums;
         for (i, &id) in self.functions.iter().enumerate() {
@@ -774,7 +860,9 @@ impl Builder {
                 .keys
                 .iter()
                 .map(|&k| match raw.names(k) {
-                    Ok(names) => translator.push_info(&names, true, k, skip, focus),
+                    Ok((names, lines)) => {
+                        translator.push_info(&names, &lines, true, k, skip, focus)
+                    }
                     Err(prefixed) => translator.push_unnamed(k, prefixed, focus),
                 })
                 .collect();
@@ -790,14 +878,18 @@ impl Builder {
                     .map(|s| names::clean(&names::demangle(s), symbolize.style))
                     .collect()
             };
-            info_of[local as usize] = if k > LAST_USER_ADDRESS || focus.is_some() {
+            // `--focus` and `--ignore` match the key, `--lines` names the key's own lines.
+            let per_key =
+                focus.is_some() || translator.filters.ignore.is_some() || translator.lines;
+            info_of[local as usize] = if k > LAST_USER_ADDRESS || per_key {
                 // Dropped by `TranslateStack` (no functions interned), still an allocator frame
                 // or not, and rare; or, under `--focus`, matched by its own key too: not shared.
-                translator.push_info(&clean(raw), true, k, skip, focus)
+                let lines = symbols.lines.get(&k).map_or(&[][..], Vec::as_slice);
+                translator.push_info(&clean(raw), lines, true, k, skip, focus)
             } else {
                 *by_raw
                     .entry(raw)
-                    .or_insert_with(|| translator.push_info(&clean(raw), true, k, skip, None))
+                    .or_insert_with(|| translator.push_info(&clean(raw), &[], true, k, skip, None))
             };
         }
         for (slot, &k) in info_of.iter_mut().zip(&index.keys) {
@@ -1237,6 +1329,86 @@ pub fn interval_legend() -> &'static str {
     "# columns: flat flat% sum% cum cum% [flat 95% interval] [cum 95% interval] function\n"
 }
 
+/// The frames of a stack that a report shows, innermost first, or `None` when it shows none of the
+/// stack: jeprof's `RemoveUninterestingFrames` ([`interesting_frames`]), then `--retain` and
+/// `--exclude`, `--focus` and `--ignore` ([`crate::views::filters`]), in jeprof's order.
+pub fn shown_frames<'f>(
+    frames: &'f [std::sync::Arc<Frame>],
+    options: &ReportOptions,
+) -> Option<std::borrow::Cow<'f, [std::sync::Arc<Frame>]>> {
+    let frames = interesting_frames(frames, options.skip);
+    let filters = &options.filters;
+    let frames: std::borrow::Cow<'f, [std::sync::Arc<Frame>]> = if filters.drops_frames() {
+        let retained: Vec<std::sync::Arc<Frame>> = frames
+            .iter()
+            .filter(|f| !filters.drops_frame(f.function()))
+            .cloned()
+            .collect();
+        if retained.is_empty() {
+            return None;
+        }
+        retained.into()
+    } else {
+        frames.into()
+    };
+    if let Some(focus) = &options.focus {
+        if !focus_matches(&frames, focus) {
+            return None;
+        }
+    }
+    if filters.ignore.is_some()
+        && frames
+            .iter()
+            .any(|f| filters.ignores(f.key, &f.names, &f.lines))
+    {
+        return None;
+    }
+    Some(frames)
+}
+
+/// The functions a report makes of a frame, innermost first, as its rows name them (jeprof's
+/// `TranslateStack` of one address): none above `0x7fffffffffffffff`; a Rust allocator shim
+/// inlined into the caller left out unless kept; all but the outermost ` (inline)`; at
+/// `--lines`, each followed by its source line.
+pub fn frame_functions(frame: &Frame, options: &ReportOptions) -> Vec<String> {
+    if frame.key > LAST_USER_ADDRESS {
+        return Vec::new();
+    }
+    if !frame.symbolized {
+        let prefixed = frame.names.first().is_some_and(|n| n.starts_with("0x"));
+        return vec![if options.lines {
+            crate::views::lines::unnamed_with_line(frame.key, prefixed)
+        } else {
+            unnamed(frame.key, prefixed)
+        }];
+    }
+    let mut first = 0;
+    if options.skip.rust_allocator_frames {
+        while frame.names.len() - first > 1
+            && names::is_uninteresting(&frame.names[first], options.skip)
+        {
+            first += 1;
+        }
+    }
+    let last = frame.names.len().saturating_sub(1);
+    (first..frame.names.len())
+        .filter(|&j| !frame.names[j].is_empty())
+        .map(|j| {
+            let name = &frame.names[j];
+            let name = if j < last {
+                format!("{name} (inline)")
+            } else {
+                name.clone()
+            };
+            if options.lines {
+                crate::views::lines::with_line(&name, frame.line(j))
+            } else {
+                name
+            }
+        })
+        .collect()
+}
+
 /// Folded stacks as `jeprof --collapsed` prints them: `root;...;leaf <count>`, one line per distinct
 /// stack of addresses after allocator frames are removed (so two call sites of one function give two
 /// lines, as in jeprof), full function names, inlined ones suffixed `[inline]`, counts truncated. A
@@ -1247,12 +1419,10 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
     for (p, profile) in profiles.iter().enumerate() {
         for stack in &profile.stacks {
             let (value, _) = options.measure.pick(&stack.counts);
-            let frames = interesting_frames(&stack.frames, options.skip);
-            if let Some(focus) = &options.focus {
-                if !focus_matches(frames, focus) {
-                    continue;
-                }
-            }
+            let Some(frames) = shown_frames(&stack.frames, options) else {
+                continue;
+            };
+            let frames = &frames[..];
             // Addresses only mean the same thing within one dump (or one symbol table).
             let mut key: Vec<u64> = Vec::with_capacity(frames.len() + 1);
             key.push(p as u64);
@@ -1357,7 +1527,7 @@ mod tests {
         ];
         let functions = |skip: SkipRules| {
             let mut t = Translator::default();
-            let info = t.push_info(&names, true, 0x1000, skip, None);
+            let info = t.push_info(&names, &[], true, 0x1000, skip, None);
             let uninteresting = t.infos.uninteresting[info as usize];
             assert!(!uninteresting);
             t.infos

@@ -421,6 +421,7 @@ mod tests {
         p.symbols = Some(SymbolTable {
             binary: Some("/usr/bin/prog".into()),
             names,
+            ..SymbolTable::default()
         });
         for (bytes, objects) in [(1_000_000.4, 2.0), (2_000_000.6, 3.0)] {
             p.stacks.push(Stack {

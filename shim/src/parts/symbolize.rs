@@ -17,7 +17,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use jeprof_dumpfmt::SymbolTable;
+use jeprof_dumpfmt::{SourceLine, SymbolTable};
 
 use crate::base::sync::lock;
 
@@ -46,7 +46,8 @@ pub(crate) const MAX_CACHED_ADDRESSES: usize = 1 << 15;
 /// loader's count of unloaded objects when they were found. Only locked while [`SYMBOLIZE_LOCK`]
 /// is held, so the fork handlers, which hold that, never leave it locked in a child.
 struct NameCache {
-    names: BTreeMap<u64, Vec<String>>,
+    /// Names and source positions per address (both empty: nothing found).
+    names: BTreeMap<u64, (Vec<String>, Vec<Option<SourceLine>>)>,
     unloads: u64,
 }
 
@@ -119,7 +120,8 @@ impl ThreadCounters {
 }
 
 /// Names for `keys` (addresses as jeprof looks them up: inside the call instruction), innermost
-/// inlined function first, and what it cost. The caller holds the re-entrancy guard.
+/// inlined function first, with the source file and line of each where the debug info has them,
+/// and what it cost. The caller holds the re-entrancy guard.
 pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     let _serial = lock(&SYMBOLIZE_LOCK);
     let mut cache = lock(&NAMES);
@@ -133,26 +135,43 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     let mut peak = 0i64;
     let mut names = BTreeMap::new();
     let mut looked_up = 0;
+    let mut lines = BTreeMap::new();
     for &key in keys {
-        if let Some(list) = cache.names.get(&key) {
+        if let Some((list, positions)) = cache.names.get(&key) {
             if !list.is_empty() {
                 names.insert(key, list.clone());
+            }
+            if positions.iter().any(Option::is_some) {
+                lines.insert(key, positions.clone());
             }
             continue;
         }
         looked_up += 1;
         let mut list = Vec::new();
+        let mut positions = Vec::new();
         // backtrace::resolve subtracts one from the address it is given (it expects return
         // addresses); our keys already point into the call, so add it back.
         backtrace::resolve(key.wrapping_add(1) as usize as *mut c_void, |symbol| {
             if let Some(name) = symbol.name() {
                 list.push(format!("{name:#}"));
+                // The position goes with its name (innermost first, as the names): reports by
+                // line and `--list` read it back from the dump (`docs/design.md` §6).
+                positions.push(match (symbol.filename(), symbol.lineno()) {
+                    (Some(file), Some(line)) => Some(SourceLine {
+                        file: file.display().to_string(),
+                        line,
+                    }),
+                    _ => None,
+                });
             }
         });
         if keys.len() <= MAX_CACHED_ADDRESSES {
-            cache.names.insert(key, list.clone());
+            cache.names.insert(key, (list.clone(), positions.clone()));
         }
         if !list.is_empty() {
+            if positions.iter().any(Option::is_some) {
+                lines.insert(key, positions);
+            }
             names.insert(key, list);
         }
         if let Some(c) = &counters {
@@ -173,7 +192,14 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     LAST_PEAK.store(cost.peak_bytes, Ordering::Relaxed);
     LAST_RETAINED.store(cost.retained_bytes, Ordering::Relaxed);
     LAST_ADDRESSES.store(cost.addresses as u64, Ordering::Relaxed);
-    (SymbolTable { binary, names }, cost)
+    (
+        SymbolTable {
+            binary,
+            names,
+            lines,
+        },
+        cost,
+    )
 }
 
 #[cfg(test)]
