@@ -70,6 +70,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod attribution;
 pub mod diff;
 mod error;
 // Public only for the fuzz crate (`fuzz/`, a separate package) and `tests/fuzz_corpus.rs`, which

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use jeprof_compat::attribution::Attribution;
 use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{self, Measure, ReportOptions};
@@ -187,6 +188,41 @@ struct ViewArgs {
     focus: Option<String>,
 }
 
+/// Which function a stack's figure is charged to (`jeprof_compat::attribution`).
+#[derive(Args)]
+struct AttributionArgs {
+    /// Charge flat past the functions matching REGEX, from the leaf, to the first that does not
+    /// (they keep their cum). Default: the standard library (std::, core::, alloc::, hashbrown::
+    /// and their impls for primitive and generic types) and the allocator (__rust_*, _rjem_*,
+    /// jeprof_shim::, tikv_jemallocator::), so flat lands on the program's own code; none with
+    /// --jeprof_names. --hide '' hides nothing.
+    #[arg(long, value_name = "REGEX")]
+    hide: Option<String>,
+    /// Drop the functions from the root down to the outermost one matching REGEX (kept, with its
+    /// callees), as pprof's -show_from; stacks without a match keep no function.
+    #[arg(long = "show_from", alias = "show-from", value_name = "REGEX")]
+    show_from: Option<String>,
+}
+
+impl AttributionArgs {
+    fn attribution(&self, common: &Common) -> anyhow::Result<Attribution> {
+        let regex = |option: &str, re: &str| {
+            regex::Regex::new(re).with_context(|| format!("{option} {re:?} is not a valid regex"))
+        };
+        let hide = match self.hide.as_deref() {
+            None if common.jeprof_names => None,
+            None => Attribution::user_code().hide,
+            Some("") => None,
+            Some(re) => Some(regex("--hide", re)?),
+        };
+        let show_from = match self.show_from.as_deref() {
+            None | Some("") => None,
+            Some(re) => Some(regex("--show_from", re)?),
+        };
+        Ok(Attribution { hide, show_from })
+    }
+}
+
 #[derive(Args)]
 #[group(multiple = false)]
 struct OutputKind {
@@ -213,6 +249,11 @@ struct ReportArgs {
     /// Add each function's 95% confidence interval (flat and cum).
     #[arg(long)]
     interval: bool,
+    /// Sort by cum rather than flat (as jeprof's --cum).
+    #[arg(long)]
+    cum: bool,
+    #[command(flatten)]
+    attribution: AttributionArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -294,12 +335,15 @@ struct DiffArgs {
     #[arg(long)]
     cum: bool,
     #[command(flatten)]
+    attribution: AttributionArgs,
+    #[command(flatten)]
     common: Common,
 }
 
 fn report_options(
     view: &ViewArgs,
     common: &Common,
+    attribution: &AttributionArgs,
     interval: bool,
 ) -> anyhow::Result<ReportOptions> {
     let focus = match &view.focus {
@@ -316,6 +360,8 @@ fn report_options(
         skip: common.skip(),
         nodecount: view.nodecount,
         interval,
+        attribution: attribution.attribution(common)?,
+        sort_by_cum: false,
     })
 }
 
@@ -368,7 +414,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// `report`: the text report, folded stacks or a flame graph of the dumps added up.
 fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let options = report_options(&args.view, &args.common, args.interval)?;
+    let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
+    options.sort_by_cum = args.cum;
     let symbolize = args.common.symbolize();
     let policy = args.common.read_policy();
     if let Some(svg) = &args.output.flamegraph {
@@ -455,7 +502,7 @@ fn pprof(args: PprofArgs) -> anyhow::Result<()> {
 
 /// `diff`: per-function change between two dumps, with its interval.
 fn diff(args: DiffArgs) -> anyhow::Result<()> {
-    let options = report_options(&args.view, &args.common, true)?;
+    let options = report_options(&args.view, &args.common, &args.attribution, true)?;
     let sym = args.common.symbolize();
     let policy = args.common.read_policy();
     // Read one stack at a time, one dump after the other, into figures per function.

@@ -121,6 +121,7 @@ fn option_grid() -> Vec<(SymbolizeOptions, ReportOptions)> {
                         },
                         nodecount: None,
                         interval,
+                        ..ReportOptions::default()
                     };
                     grid.push((symbolize, options));
                 }
