@@ -42,6 +42,8 @@ pub enum Error {
     },
     /// A profile that breaks the model's invariants (non-finite or negative figures).
     Invalid(String),
+    /// Bytes that should be a gzipped pprof `profile.proto` message are not one.
+    Pprof(String),
     /// Reading or writing failed.
     Io {
         /// The file, when reading or writing one.
@@ -63,7 +65,7 @@ impl Error {
                     *file = Some(path.into());
                 }
             }
-            Error::Invalid(_) => {}
+            Error::Invalid(_) | Error::Pprof(_) => {}
         }
         self
     }
@@ -109,6 +111,7 @@ impl fmt::Display for Error {
                 write!(f, "truncated dump: {what}")
             }
             Error::Invalid(what) => write!(f, "invalid profile: {what}"),
+            Error::Pprof(what) => write!(f, "not a pprof profile: {what}"),
             Error::Io { file, source } => {
                 prefix(f, file)?;
                 write!(f, "{source}")

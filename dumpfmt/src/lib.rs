@@ -2,8 +2,10 @@
 //!
 //! One in-memory model ([`Profile`]) of a sampled heap profile whose figures are already *unbiased per
 //! sample* (the only order that stays right when samples of different sizes are added up, see
-//! [`math`]), a [writer](mod@write) whose dumps the legacy Perl `jeprof` reports correctly, and a [`read`]er for
-//! every dump real jemalloc writes (and ours).
+//! [`math`]), a [writer](mod@write) whose dumps the legacy Perl `jeprof` reports correctly, a [`read`]er for
+//! every dump real jemalloc writes (and ours), and [`pprof`] output (what `go tool pprof` and
+//! continuous-profiling scrapers read). Formats are adapters around the one model; [`frames`] says
+//! which frames are the allocator's (removed by every report) and [`maps`] reads a dump's memory map.
 //!
 //! ```
 //! use jeprof_dumpfmt::{Estimate, Profile, Stack, WriteOptions};
@@ -57,9 +59,12 @@
 
 pub mod encode;
 pub mod error;
+pub mod frames;
+pub mod maps;
 pub mod math;
 pub mod model;
 pub mod output;
+pub mod pprof;
 pub mod read;
 pub mod write;
 

@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// Everything that can go wrong in this library: reading a dump (what [`jeprof_dumpfmt`] reports,
-/// naming the file and line), decoding a pprof file, drawing a flame graph.
+/// naming the file and line, or a file that is not pprof), drawing a flame graph.
 ///
 /// Its `Display` text is what the `jeprof-compat` binary prints after `jeprof-compat: `, so a
 /// message says what to fix without its source chain; [`std::error::Error::source`] still gives the
@@ -15,10 +15,6 @@ pub enum Error {
     /// that breaks the model's invariants, or I/O on the file. Shown as the reader's own message
     /// (the file, the line, what was expected).
     Dump(jeprof_dumpfmt::Error),
-    /// [`crate::pprof::read_gz`]: the bytes are not gzip, or their gzip stream is broken.
-    Gzip(std::io::Error),
-    /// [`crate::pprof::read_gz`]: the gunzipped bytes are not a `profile.proto` message.
-    Protobuf(prost::DecodeError),
     /// [`crate::report::flamegraph`]: no folded stack holds a whole unit, so there is nothing to
     /// draw (inferno draws whole units only).
     NothingToDraw {
@@ -34,8 +30,6 @@ impl fmt::Display for Error {
         match self {
             // The reader's message is already complete (file, line, what was wrong).
             Error::Dump(e) => write!(f, "{e}"),
-            Error::Gzip(e) => write!(f, "{e}"),
-            Error::Protobuf(e) => write!(f, "{e}"),
             Error::NothingToDraw { unit } => {
                 write!(f, "nothing to draw: no stack holds at least one {unit}")
             }
@@ -49,8 +43,7 @@ impl std::error::Error for Error {
         match self {
             // Transparent: the dump error's text is this error's text, so its source is ours.
             Error::Dump(e) => std::error::Error::source(e),
-            Error::Gzip(e) | Error::Flamegraph(e) => Some(e),
-            Error::Protobuf(e) => Some(e),
+            Error::Flamegraph(e) => Some(e),
             Error::NothingToDraw { .. } => None,
         }
     }
@@ -93,8 +86,11 @@ mod tests {
     }
 
     #[test]
-    fn bytes_that_are_not_gzip_are_a_gzip_error() {
-        let error = crate::pprof::read_gz(b"not gzip").unwrap_err();
-        assert!(matches!(error, Error::Gzip(_)), "{error:?}");
+    fn bytes_that_are_not_gzip_are_a_pprof_error() {
+        let error = Error::from(crate::pprof::read_gz(b"not gzip").unwrap_err());
+        assert!(
+            matches!(error, Error::Dump(jeprof_dumpfmt::Error::Pprof(_))),
+            "{error:?}"
+        );
     }
 }

@@ -13,7 +13,6 @@ use std::io::BufReader;
 
 use jeprof_dumpfmt::read::ReadOptions;
 use jeprof_dumpfmt::{Estimate, Profile, Stack, SymbolTable};
-use prost::Message;
 
 use crate::report::{self, Measure, ReportOptions};
 use crate::{pprof, Accumulator, SymbolizeOptions};
@@ -67,7 +66,10 @@ pub fn exercise(bytes: &[u8]) {
             let _ = report::format_collapsed(&report::collapsed(&profiles, &options));
         }
     }
-    let _ = pprof::build(&profiles, Default::default()).encode_to_vec();
+    let _ = pprof::write_gz(
+        &pprof::build(&profiles, Default::default()),
+        std::io::sink(),
+    );
     let mut acc = Accumulator::new();
     acc.add(&profiles[0]);
     acc.add(&profiles[0]);

@@ -78,7 +78,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod hash;
-pub mod maps;
+pub use jeprof_dumpfmt::maps;
 pub mod merge;
 pub mod names;
 pub mod pprof;

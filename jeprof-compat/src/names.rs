@@ -1,6 +1,5 @@
 //! Function names: demangling, jeprof's shortening, and the allocator frames a report leaves out.
 
-use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use regex::Regex;
@@ -131,150 +130,9 @@ pub fn default_hide() -> Regex {
         .clone()
 }
 
-/// Which frames [`is_uninteresting`] removes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SkipRules {
-    /// Also remove Rust's allocation shims (`__rust_alloc`, `alloc::alloc::*`, `GlobalAlloc` impls,
-    /// tikv-jemallocator's `_rjem_` entry points, `jeprof_shim::*`), which jeprof keeps.
-    pub rust_allocator_frames: bool,
-}
-
-impl Default for SkipRules {
-    fn default() -> SkipRules {
-        SkipRules {
-            rust_allocator_frames: true,
-        }
-    }
-}
-
-/// jeprof's allocator skip list for heap profiles (`RemoveUninterestingFrames` in `bin/jeprof.in`,
-/// jemalloc 5.3.1, `@JEMALLOC_PREFIX@` empty as in our build of jeprof): walking a stack from the
-/// leaf, a frame whose outer short function name (cut at its first space) is in this list, or is
-/// one of them with a leading `_` (Mach-O), is dropped with every frame inside it. jeprof also drops
-/// names matching `TCMalloc|^tcmalloc::`; [`is_uninteresting`] applies both rules.
-///
-/// The single copy in the workspace: `jeprof-fixtures` states its expected per-function figures
-/// with it too.
-pub const JEPROF_SKIP: &[&str] = &[
-    "calloc",
-    "cfree",
-    "malloc",
-    "je_malloc_default",
-    "newImpl",
-    "void* newImpl",
-    "fallbackNewImpl",
-    "void* fallbackNewImpl",
-    "fallback_impl",
-    "void* fallback_impl",
-    "imalloc",
-    "int imalloc",
-    "imalloc_body",
-    "int imalloc_body",
-    "prof_alloc_prep",
-    "prof_tctx_t *prof_alloc_prep",
-    "prof_backtrace_impl",
-    "void prof_backtrace_impl",
-    "je_prof_backtrace",
-    "void je_prof_backtrace",
-    "je_prof_tctx_create",
-    "prof_tctx_t* prof_tctx_create",
-    "free",
-    "memalign",
-    "posix_memalign",
-    "aligned_alloc",
-    "pvalloc",
-    "valloc",
-    "realloc",
-    "mallocx",
-    "irallocx_prof",
-    "void *irallocx_prof",
-    "rallocx",
-    "do_rallocx",
-    "ixallocx_prof",
-    "size_t ixallocx_prof",
-    "xallocx",
-    "dallocx",
-    "sdallocx",
-    "sdallocx_noflags",
-    "tc_calloc",
-    "tc_cfree",
-    "tc_malloc",
-    "tc_free",
-    "tc_memalign",
-    "tc_posix_memalign",
-    "tc_pvalloc",
-    "tc_valloc",
-    "tc_realloc",
-    "tc_new",
-    "tc_delete",
-    "tc_newarray",
-    "tc_deletearray",
-    "tc_new_nothrow",
-    "tc_newarray_nothrow",
-    "do_malloc",
-    "::do_malloc",
-    "::do_malloc_or_cpp_alloc",
-    "DoSampledAllocation",
-    "simple_alloc::allocate",
-    "__malloc_alloc_template::allocate",
-    "__builtin_delete",
-    "__builtin_new",
-    "__builtin_vec_delete",
-    "__builtin_vec_new",
-    "operator new",
-    "operator new[]",
-    "malloc_zone_malloc",
-    "malloc_zone_calloc",
-    "malloc_zone_valloc",
-    "malloc_zone_realloc",
-    "malloc_zone_memalign",
-    "malloc_zone_free",
-    "__start_google_malloc",
-    "__stop_google_malloc",
-    "__start_malloc_hook",
-    "__stop_malloc_hook",
-];
-
-fn jeprof_skip_set() -> &'static HashSet<String> {
-    static SET: OnceLock<HashSet<String>> = OnceLock::new();
-    SET.get_or_init(|| {
-        let mut set = HashSet::new();
-        for name in JEPROF_SKIP {
-            set.insert(name.to_string());
-            // Mach-O adds a `_` to every symbol.
-            set.insert(format!("_{name}"));
-        }
-        set
-    })
-}
-
-fn rust_skip_regex() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(concat!(
-            r"^(__rust_(alloc|alloc_zeroed|realloc|dealloc)|__rustc::\w+|__rdl_\w+|__rg_\w+|_rjem_\w+",
-            r"|alloc::alloc::.*|std::alloc::.*|jeprof_shim::.*|tikv_jemallocator::.*",
-            r"|<.* as core::alloc::global::GlobalAlloc>::\w+",
-            r"|<.* as core::alloc::Allocator>::\w+|<alloc::alloc::Global>::\w+)$"
-        ))
-        .expect("static regex")
-    })
-}
-
-/// Whether jeprof (and, with `rules.rust_allocator_frames`, this tool) treats `function` (the
-/// outermost function at a frame's address) as allocator-internal. jeprof cuts the name at its first
-/// space before looking it up, and also matches `TCMalloc|^tcmalloc::`.
-pub fn is_uninteresting(function: &str, rules: SkipRules) -> bool {
-    let short = function.split(' ').next().unwrap_or(function);
-    if jeprof_skip_set().contains(short)
-        || short.contains("TCMalloc")
-        || short.starts_with("tcmalloc::")
-    {
-        return true;
-    }
-    rules.rust_allocator_frames && rust_skip_regex().is_match(function)
-}
-
+/// The allocator frames a report leaves out: one list for the workspace, kept beside the model in
+/// `jeprof-dumpfmt` so that every producer (the shim's pprof, this tool's reports) removes the same.
+pub use jeprof_dumpfmt::frames::{is_uninteresting, SkipRules, JEPROF_SKIP};
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,33 +221,5 @@ mod tests {
         // A limit, documented: the self type decides, so the program's trait implemented on a
         // standard type is hidden with the standard library.
         assert!(hide.is_match("<alloc::vec::Vec<T> as my_app::Pool>::take"));
-    }
-
-    #[test]
-    fn allocator_frames_are_recognised() {
-        let rust = SkipRules::default();
-        let plain = SkipRules {
-            rust_allocator_frames: false,
-        };
-        for f in [
-            "malloc",
-            "je_prof_backtrace",
-            "_malloc",
-            "prof_backtrace_impl",
-            "tcmalloc::x",
-        ] {
-            assert!(is_uninteresting(f, plain), "{f}");
-        }
-        for f in [
-            "__rust_alloc",
-            "alloc::alloc::exchange_malloc",
-            "<jeprof_shim::Profiled<A> as core::alloc::global::GlobalAlloc>::alloc",
-            "_rjem_malloc",
-        ] {
-            assert!(is_uninteresting(f, rust), "{f}");
-            assert!(!is_uninteresting(f, plain), "{f}");
-        }
-        assert!(!is_uninteresting("main", rust));
-        assert!(!is_uninteresting("alloc::vec::Vec<T>::push", rust));
     }
 }
