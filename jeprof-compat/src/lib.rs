@@ -71,6 +71,7 @@
 #![warn(missing_docs)]
 
 pub mod attribution;
+pub mod binary;
 pub mod diff;
 mod error;
 // Public only for the fuzz crate (`fuzz/`, a separate package) and `tests/fuzz_corpus.rs`, which
@@ -158,6 +159,7 @@ pub fn load(
     policy: &ReadPolicy<'_>,
 ) -> Result<ResolvedProfile, Error> {
     let profile = read_dump(path, policy)?;
+    binary::check(&profile, path, options.binary.as_ref())?;
     Ok(resolve(profile, &path.display().to_string(), options))
 }
 

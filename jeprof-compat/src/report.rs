@@ -1118,6 +1118,9 @@ pub fn build_files(
         .par_iter()
         .map(|p| ReportDump::read(p, policy, options.measure, columns.variances))
         .collect::<Result<_, _>>()?;
+    for (dump, path) in dumps.iter().zip(paths) {
+        crate::binary::check(&dump.profile, path, symbolize.binary.as_ref())?;
+    }
     let mut builder = Builder::new(options, columns);
     let count = dumps.len();
     for (i, dump) in dumps.into_iter().enumerate() {
@@ -1153,9 +1156,14 @@ pub(crate) fn build_file_pair(
         variances: true,
     };
     let mut builder = Builder::new(options, columns);
-    ReportDump::read(base, policy, options.measure, true)?.add_to(&mut builder, symbolize, false);
+    let read = |path: &Path| -> Result<ReportDump, Error> {
+        let dump = ReportDump::read(path, policy, options.measure, true)?;
+        crate::binary::check(&dump.profile, path, symbolize.binary.as_ref())?;
+        Ok(dump)
+    };
+    read(base)?.add_to(&mut builder, symbolize, false);
     let base = builder.finish_sums();
-    ReportDump::read(new, policy, options.measure, true)?.add_to(&mut builder, symbolize, true);
+    read(new)?.add_to(&mut builder, symbolize, true);
     let mut new = builder.finish_sums();
     let names = builder.translator.names;
     new.grow(columns, names.len());
