@@ -134,6 +134,7 @@ fn make_dump(universe: &[Vec<u64>], stacks: usize, seed: u64) -> Profile {
     profile.symbols = Some(SymbolTable {
         binary: Some("service".into()),
         names,
+        ..SymbolTable::default()
     });
     profile
 }

@@ -70,5 +70,7 @@ pub mod write;
 
 pub use encode::Rounding;
 pub use error::Error;
-pub use model::{Counts, Estimate, Profile, Stack, SymbolTable, ThreadCounts, ThreadSummary};
+pub use model::{
+    Counts, Estimate, Profile, SourceLine, Stack, SymbolTable, ThreadCounts, ThreadSummary,
+};
 pub use write::{HeaderPeriod, WriteOptions};

@@ -152,6 +152,28 @@ pub struct SymbolTable {
     pub binary: Option<String>,
     /// Address → function names, innermost (inlined) first, the containing function last.
     pub names: BTreeMap<u64, Vec<String>>,
+    /// Address → the source position of each of its `names`, in the same order and of the same
+    /// length, `None` where unknown; an address missing here has no known positions. Written as
+    /// `# line` lines that jeprof ignores (`docs/design.md` §6), so jeprof's reports are the same
+    /// with or without them.
+    pub lines: BTreeMap<u64, Vec<Option<SourceLine>>>,
+}
+
+/// A source position: the file as the compiler recorded it (often relative to the crate or the
+/// build directory) and its line, counted from 1.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceLine {
+    /// The source file.
+    pub file: String,
+    /// The line, from 1.
+    pub line: u32,
+}
+
+impl std::fmt::Display for SourceLine {
+    /// `file:line`, as addr2line prints it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
 }
 
 /// A heap profile: the sample period and, per stack, unbiased figures.

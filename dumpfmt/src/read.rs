@@ -21,7 +21,9 @@ use regex::Regex;
 
 use crate::error::Error;
 use crate::math;
-use crate::model::{Counts, Estimate, Profile, Stack, SymbolTable, ThreadCounts, ThreadSummary};
+use crate::model::{
+    Counts, Estimate, Profile, SourceLine, Stack, SymbolTable, ThreadCounts, ThreadSummary,
+};
 
 const COUNTS_EXPECTED: &str =
     "a counts line `t<thread or *>: <objects>: <bytes> [<objects>: <bytes>]`";
@@ -382,6 +384,9 @@ fn read_header(line_number: usize, line: &[u8]) -> Result<u64, Error> {
 
 fn read_symbols(lines: &mut Lines<impl BufRead>) -> Result<SymbolTable, Error> {
     let mut table = SymbolTable::default();
+    // `# line` positions as written (address, position in the `--` list, line), placed once the
+    // section is read: a position counts from the outer function, the model from the innermost.
+    let mut positions: Vec<(u64, usize, SourceLine)> = Vec::new();
     while let Some((no, line)) = lines.next()? {
         if line.starts_with(b"---") {
             if is_marker(line, b"symbol") {
@@ -391,6 +396,7 @@ fn read_symbols(lines: &mut Lines<impl BufRead>) -> Result<SymbolTable, Error> {
                     "`---` closing the symbol section (a second `--- symbol` starts here)",
                 ));
             }
+            place_source_lines(&mut table, positions);
             return Ok(table);
         }
         let text = std::str::from_utf8(line)
@@ -398,7 +404,17 @@ fn read_symbols(lines: &mut Lines<impl BufRead>) -> Result<SymbolTable, Error> {
         if text.trim().is_empty() {
             continue;
         }
-        if let Some((digits, names)) = split_symbol_line(text) {
+        if let Some(rest) = text.strip_prefix("# line ") {
+            positions.push(parse_source_line(rest).ok_or_else(|| {
+                malformed(
+                    no,
+                    line,
+                    "a source line `# line 0x<address> <position> <line> <file>`",
+                )
+            })?);
+        } else if text.starts_with('#') {
+            // Other comments: jeprof ignores every line it does not recognise, and so do we.
+        } else if let Some((digits, names)) = split_symbol_line(text) {
             let address = parse_hex(digits.as_bytes())
                 .ok_or_else(|| malformed(no, line, "a symbol address that fits in 64 bits"))?;
             // jeprof's form is `outer--inlined--more_inlined`; the model holds innermost first.
@@ -433,6 +449,41 @@ fn read_symbols(lines: &mut Lines<impl BufRead>) -> Result<SymbolTable, Error> {
     Err(not_heap(
         "a `--- symbol` section with no heap profile after it",
     ))
+}
+
+/// `0x<address> <position> <line> <file>` of a `# line` symbol line (`crate::write` writes them).
+fn parse_source_line(text: &str) -> Option<(u64, usize, SourceLine)> {
+    let (address, rest) = text.split_once(' ')?;
+    let (position, rest) = rest.split_once(' ')?;
+    let (number, file) = rest.split_once(' ')?;
+    let address = parse_hex(address.strip_prefix("0x")?.as_bytes())?;
+    let file = file.trim_end_matches(['\r', '\n']);
+    if file.is_empty() {
+        return None;
+    }
+    let source = SourceLine {
+        file: file.to_string(),
+        line: number.parse().ok()?,
+    };
+    Some((address, position.parse().ok()?, source))
+}
+
+/// Puts each `# line` position beside the name it belongs to; a position for an address or a
+/// name the section does not have is dropped (it describes nothing a report shows).
+fn place_source_lines(table: &mut SymbolTable, positions: Vec<(u64, usize, SourceLine)>) {
+    for (address, position, source) in positions {
+        let Some(names) = table.names.get(&address) else {
+            continue;
+        };
+        let Some(i) = names.len().checked_sub(position + 1) else {
+            continue;
+        };
+        let slots = table
+            .lines
+            .entry(address)
+            .or_insert_with(|| vec![None; names.len()]);
+        slots[i] = Some(source);
+    }
 }
 
 /// Where the body's reading stands when the input ends, to tell a complete dump from a cut one.

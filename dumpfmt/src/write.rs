@@ -6,6 +6,7 @@
 //! --- symbol                      only with symbols and `WriteOptions::symbols`
 //! binary=<program>
 //! 0x<key> <outer>--<inlined>...   keys are the addresses jeprof looks up (callers minus one)
+//! # line 0x<key> <pos> <line> <file>   source position of name <pos> of that line (0: outer)
 //! ---
 //! --- heap
 //! heap_v2/<R>
@@ -194,6 +195,7 @@ fn write_unbuffered(
                     out.write_all(name.replace(['\n', '\r'], " ").as_bytes())?;
                 }
                 writeln!(out)?;
+                write_source_lines(out, *address, names.len(), symbols.lines.get(address))?;
             }
             writeln!(out, "---")?;
             writeln!(out, "--- heap")?;
@@ -322,6 +324,37 @@ fn encode_counts(counts: &Counts, period: u64, rounding: Rounding) -> Vec<(Pair,
         .collect()
 }
 
+/// The `# line 0x<key> <pos> <line> <file>` lines of one symbol entry: the source position of the
+/// name at position `pos` of its `--` list (0 is the outer function, as written), the file being
+/// the rest of the line. jeprof's `ReadSymbols` ignores any line that is not `0x<hex> <names>`,
+/// `---` or `variable=value`, so a line starting with `#` changes nothing in its reports
+/// (`docs/design.md` §6). `lines` is innermost first, as [`crate::SymbolTable::names`].
+fn write_source_lines(
+    out: &mut impl Write,
+    address: u64,
+    names: usize,
+    lines: Option<&Vec<Option<crate::SourceLine>>>,
+) -> Result<(), Error> {
+    let Some(lines) = lines else {
+        return Ok(());
+    };
+    for (i, line) in lines.iter().enumerate().take(names) {
+        let Some(line) = line else { continue };
+        // A newline inside the file name would end the line early.
+        let file = line.file.replace(['\n', '\r'], " ");
+        if file.is_empty() {
+            continue;
+        }
+        writeln!(
+            out,
+            "# line 0x{address:016x} {} {} {file}",
+            names - 1 - i,
+            line.line
+        )?;
+    }
+    Ok(())
+}
+
 fn write_counts_line(
     out: &mut impl Write,
     thread: &str,
@@ -408,5 +441,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn source_lines_survive_a_write_and_read_beside_their_names() {
+        use crate::{SourceLine, SymbolTable};
+        let period = 1 << 19;
+        let mut profile = Profile::new(period);
+        profile
+            .stacks
+            .push(stack_of(vec![0x1000, 0x2001], 4096.0, 1, period));
+        let at = |file: &str, line| {
+            Some(SourceLine {
+                file: file.to_string(),
+                line,
+            })
+        };
+        let mut symbols = SymbolTable::default();
+        // Innermost first: an inlined helper with a path holding spaces and `--`, its caller
+        // unknown; one address with no positions at all.
+        symbols.names.insert(
+            0x1000,
+            vec!["helper".into(), "middle".into(), "outer".into()],
+        );
+        symbols.lines.insert(
+            0x1000,
+            vec![at("src/my dir/a--b.rs", 7), None, at("src/main.rs", 42)],
+        );
+        symbols.names.insert(0x2000, vec!["main".into()]);
+        profile.symbols = Some(symbols.clone());
+
+        let text = to_string(&profile, &WriteOptions::default()).unwrap();
+        assert!(text.contains("0x0000000000001000 outer--middle--helper\n"));
+        assert!(text.contains("# line 0x0000000000001000 0 42 src/main.rs\n"));
+        assert!(text.contains("# line 0x0000000000001000 2 7 src/my dir/a--b.rs\n"));
+        let back = crate::read::parse(text.as_bytes()).unwrap();
+        assert_eq!(back.symbols, Some(symbols));
     }
 }

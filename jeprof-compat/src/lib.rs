@@ -18,6 +18,8 @@
 //! - [`pprof`]: `profile.proto` output;
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);
+//! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
+//!   `--retain`, `--exclude` ([`views::filters`]);
 //! - [`symbolize`]: names for a dump's addresses (its symbol section, else the binaries its memory
 //!   map names), [`names`]: demangling, jeprof's name shortening and its skip lists, [`maps`]: the
 //!   memory map;
@@ -64,7 +66,7 @@
 //!   sections, the last file winning an address), so dumps of different builds stay right.
 //! - Input never makes the library panic: the fuzz targets (`fuzz/`) and `tests/fuzz_corpus.rs`
 //!   hold it to that.
-//! - Not reproduced: `--thread`, `--base` (see `diff`), `--lines`/`--addresses`/`--files`
+//! - Not reproduced: `--lines`/`--addresses`/`--files`
 //!   granularity, jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
 //!   overloaded short names.
 #![forbid(unsafe_code)]
@@ -85,6 +87,7 @@ pub mod names;
 pub mod pprof;
 pub mod report;
 pub mod symbolize;
+pub mod views;
 
 use std::path::{Path, PathBuf};
 

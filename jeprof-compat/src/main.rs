@@ -16,6 +16,8 @@ use jeprof_compat::{binary, diff, pprof, ReadPolicy, SymbolizeOptions};
 use jeprof_dumpfmt::output::AtomicFile;
 use jeprof_dumpfmt::read::ReadOptions;
 
+mod cli_views;
+
 /// jemalloc: the merge's many short-lived names and frame lists cost about half as much as with the
 /// system allocator.
 #[cfg(not(target_env = "msvc"))]
@@ -265,6 +267,8 @@ struct ReportArgs {
     #[command(flatten)]
     attribution: AttributionArgs,
     #[command(flatten)]
+    views: cli_views::JeprofViewArgs,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -372,6 +376,7 @@ fn report_options(
         interval,
         attribution: attribution.attribution(common)?,
         sort_by_cum: false,
+        filters: Default::default(),
     })
 }
 
@@ -434,6 +439,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn report(args: ReportArgs) -> anyhow::Result<()> {
     let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
     options.sort_by_cum = args.cum;
+    options.filters = args.views.filters()?;
+    args.views.check()?;
+    if args.views.needs_whole_dumps() {
+        return cli_views::report_whole(&args, &options);
+    }
     let symbolize = args.common.symbolize();
     let policy = args.common.read_policy();
     if let Some(svg) = &args.output.flamegraph {

@@ -321,7 +321,7 @@ impl Accumulator {
         let mut profile = Profile::new(self.period);
         let mut table = SymbolTable {
             binary: Some("jeprof-compat-merge".to_string()),
-            names: BTreeMap::new(),
+            ..SymbolTable::default()
         };
         for (rank, &id) in order.iter().enumerate() {
             table
@@ -367,6 +367,7 @@ impl Accumulator {
                     names,
                     symbolized: true,
                     module: None,
+                    lines: Vec::new(),
                 })
             })
             .collect();

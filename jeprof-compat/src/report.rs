@@ -53,6 +53,7 @@ use crate::names::{self, SkipRules};
 use crate::symbolize::{
     unnamed, Chunks, Frame, KeyIndex, RawNames, ResolvedProfile, SymbolizeOptions,
 };
+use crate::views::filters::StackFilters;
 use crate::{read_dump_stacks, Error, ReadPolicy};
 
 /// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`.
@@ -122,6 +123,8 @@ pub struct ReportOptions {
     pub attribution: Attribution,
     /// Sort rows by cum rather than flat (jeprof's `--cum`).
     pub sort_by_cum: bool,
+    /// `--ignore`, `--retain`, `--exclude`.
+    pub filters: StackFilters,
 }
 
 /// One function's figures: flat (allocated directly in it) and cum (it or its callees), each with
@@ -412,6 +415,10 @@ struct Infos {
     uninteresting: Vec<bool>,
     /// Empty without `--focus`.
     focus: Vec<bool>,
+    /// Whether `--ignore` matches the frame; empty without `--ignore`.
+    ignore: Vec<bool>,
+    /// Whether `--retain`/`--exclude` drop the frame; empty without them.
+    dropped: Vec<bool>,
     /// Info `i`'s function ids are `ids[ends[i - 1]..ends[i]]` (from 0 for the first).
     ends: Vec<usize>,
     ids: Vec<u32>,
@@ -444,6 +451,8 @@ impl Infos {
 #[derive(Default)]
 struct Translator {
     names: Names,
+    /// `--ignore`, `--retain`, `--exclude`: flags in `infos` for each frame.
+    filters: StackFilters,
     /// [`build`]'s frames: each distinct frame's dense index into `infos` (one hash lookup per
     /// frame of a stack).
     slots: FastMap<*const Frame, u32>,
@@ -489,6 +498,15 @@ impl Translator {
                 || names.iter().any(|n| focus.is_match(n.as_ref()));
             self.infos.focus.push(matches);
         }
+        if self.filters.ignore.is_some() {
+            let ignored = self.filters.ignores(key, names);
+            self.infos.ignore.push(ignored);
+        }
+        if self.filters.drops_frames() {
+            let function = names.last().map_or("", AsRef::as_ref);
+            let dropped = self.filters.drops_frame(function);
+            self.infos.dropped.push(dropped);
+        }
         let mut names = names;
         if symbolized && skip.rust_allocator_frames {
             // Rust inlines its allocation shims (and a profiler's `GlobalAlloc`) into the caller,
@@ -513,6 +531,16 @@ impl Translator {
             let matches =
                 focus.is_match(&format!("{key:016x}")) || focus.is_match(&unnamed(key, prefixed));
             self.infos.focus.push(matches);
+        }
+        if self.filters.ignore.is_some() || self.filters.drops_frames() {
+            let name = unnamed(key, prefixed);
+            if self.filters.ignore.is_some() {
+                let ignored = self.filters.ignores(key, &[&name]);
+                self.infos.ignore.push(ignored);
+            }
+            if self.filters.drops_frames() {
+                self.infos.dropped.push(self.filters.drops_frame(&name));
+            }
         }
         if key <= LAST_USER_ADDRESS {
             let id = self.names.intern(FunctionName::Unnamed { key, prefixed });
@@ -680,6 +708,8 @@ struct Builder {
     /// A stack's functions before `ReduceProfile` (only with an attribution to apply).
     unreduced: Vec<u32>,
     slots: Vec<u32>,
+    /// A stack's slots that `--retain`/`--exclude` keep, reused.
+    kept: Vec<u32>,
 }
 
 /// [`Builder::charging`]: the function is passed over by `--hide`.
@@ -696,10 +726,14 @@ impl Builder {
             focus: options.focus.clone(),
             attribution: options.attribution.clone(),
             charging: Vec::new(),
-            translator: Translator::default(),
+            translator: Translator {
+                filters: options.filters.clone(),
+                ..Translator::default()
+            },
             functions: Vec::new(),
             unreduced: Vec::new(),
             slots: Vec::new(),
+            kept: Vec::new(),
         }
     }
 
@@ -759,11 +793,28 @@ impl Builder {
             .iter()
             .rposition(|&s| infos.uninteresting[s as usize])
             .map_or(0, |i| i + 1);
-        let slots = &slots[cut..];
-        if self.focus.is_some() && !slots.iter().any(|&s| infos.focus[s as usize]) {
+        let mut slots = &slots[cut..];
+        // jeprof's `FilterFrames` (`--retain`/`--exclude`), then `--focus`, then `--ignore`
+        // ([`crate::views::filters`]).
+        let mut kept = std::mem::take(&mut self.kept);
+        if !infos.dropped.is_empty() {
+            kept.clear();
+            kept.extend(slots.iter().filter(|&&s| !infos.dropped[s as usize]));
+            if kept.is_empty() {
+                self.kept = kept;
+                return;
+            }
+            slots = &kept;
+        }
+        let focused = self.focus.is_none() || slots.iter().any(|&s| infos.focus[s as usize]);
+        let ignored = !infos.ignore.is_empty() && slots.iter().any(|&s| infos.ignore[s as usize]);
+        let shown = focused && !ignored;
+        if !shown {
+            self.kept = kept;
             return;
         }
         let flat = self.charged_functions(slots);
+        self.kept = kept;
         self.sums.grow(self.columns, self.translator.names.len());
         let sums = &mut self.sums;
         if let Some(id) = flat {
@@ -877,7 +928,8 @@ impl Builder {
                     .map(|s| names::clean(&names::demangle(s), symbolize.style))
                     .collect()
             };
-            info_of[local as usize] = if k > LAST_USER_ADDRESS || focus.is_some() {
+            let per_key = focus.is_some() || translator.filters.ignore.is_some();
+            info_of[local as usize] = if k > LAST_USER_ADDRESS || per_key {
                 // Dropped by `TranslateStack` (no functions interned), still an allocator frame
                 // or not, and rare; or, under `--focus`, matched by its own key too: not shared.
                 translator.push_info(&clean(raw), true, k, skip, focus)
@@ -1346,16 +1398,34 @@ pub fn interval_legend() -> &'static str {
 /// frames above a function, which the hidden ones still are.
 pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(String, f64)> {
     let mut table: HashMap<Vec<u64>, (String, f64)> = HashMap::new();
-    // The clean names of a line's functions, innermost first, for `--show_from`.
-    let mut clean: Vec<&str> = Vec::new();
     for (p, profile) in profiles.iter().enumerate() {
         for stack in &profile.stacks {
             let (value, _) = options.measure.pick(&stack.counts);
             let frames = interesting_frames(&stack.frames, options.skip);
+            // `--retain`/`--exclude`, `--focus`, `--ignore`, in jeprof's order
+            // ([`crate::views::filters`]).
+            let filters = &options.filters;
+            let retained: Vec<std::sync::Arc<Frame>>;
+            let frames = if filters.drops_frames() {
+                retained = frames
+                    .iter()
+                    .filter(|f| !filters.drops_frame(f.function()))
+                    .cloned()
+                    .collect();
+                if retained.is_empty() {
+                    continue;
+                }
+                &retained[..]
+            } else {
+                frames
+            };
             if let Some(focus) = &options.focus {
                 if !focus_matches(frames, focus) {
                     continue;
                 }
+            }
+            if filters.ignore.is_some() && frames.iter().any(|f| filters.ignores(f.key, &f.names)) {
+                continue;
             }
             // Addresses only mean the same thing within one dump (or one symbol table).
             let mut key: Vec<u64> = Vec::with_capacity(frames.len() + 1);
@@ -1363,7 +1433,8 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
             key.extend(frames.iter().map(|f| f.key));
             let entry = table.entry(key).or_insert_with(|| {
                 let mut names: Vec<String> = Vec::with_capacity(frames.len() + 4);
-                clean.clear();
+                // The clean names of the line's functions, innermost first, for `--show_from`.
+                let mut clean: Vec<&str> = Vec::with_capacity(frames.len() + 4);
                 for f in frames {
                     let last = f.full_names.len().saturating_sub(1);
                     let first = allocator_names_inlined(f, options.skip);

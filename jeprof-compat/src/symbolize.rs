@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use hashbrown::hash_table::{Entry, HashTable};
 use jeprof_dumpfmt::model::symbol_key;
-use jeprof_dumpfmt::{Counts, Profile};
+use jeprof_dumpfmt::{Counts, Profile, SourceLine};
 
 use crate::hash::{FastHasher, FastMap};
 use crate::maps::{self, Mapping};
@@ -34,9 +34,19 @@ pub struct Frame {
     pub symbolized: bool,
     /// The mapped file and the file offset of `key`, when the dump's memory map covers it.
     pub module: Option<(Arc<str>, u64)>,
+    /// The source position of each of `names`, in the same order (innermost first) and of the same
+    /// length when any is known, else empty: from the binary's DWARF (inlined functions each with
+    /// their own line) for raw dumps, from the `# line` lines of the symbol section for symbolized
+    /// ones ([`jeprof_dumpfmt::SymbolTable::lines`]).
+    pub lines: Vec<Option<SourceLine>>,
 }
 
 impl Frame {
+    /// The source position of `names[i]`, if known.
+    pub fn line(&self, i: usize) -> Option<&SourceLine> {
+        self.lines.get(i).and_then(Option::as_ref)
+    }
+
     /// The containing (outermost) function: what jeprof's skip list is matched against.
     pub fn function(&self) -> &str {
         self.names.last().map_or("", String::as_str)
@@ -127,7 +137,7 @@ pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> Re
         .map(maps::parse_maps)
         .unwrap_or_default();
     if let Some(symbols) = profile.symbols.as_ref() {
-        let stacks = resolve_symbolized(&profile, &symbols.names, &mappings, options.style);
+        let stacks = resolve_symbolized(&profile, symbols, &mappings, options.style);
         return ResolvedProfile {
             source: source.to_string(),
             sample_period: profile.sample_period,
@@ -350,10 +360,11 @@ impl KeyIndex {
 /// [`Resolver::frame`] would build it.
 fn resolve_symbolized(
     profile: &Profile,
-    table: &std::collections::BTreeMap<u64, Vec<String>>,
+    symbols: &jeprof_dumpfmt::SymbolTable,
     mappings: &[Mapping],
     style: NameStyle,
 ) -> Vec<ResolvedStack> {
+    let table = &symbols.names;
     let mut index = KeyIndex::default();
     index.rebuild(profile, |_| true);
     let keys = &index.keys;
@@ -379,12 +390,21 @@ fn resolve_symbolized(
                 (full, short)
             })
             .clone();
+        // Kept only when it fits the names (a section whose `# line` lines disagree with its
+        // names tells nothing reliable).
+        let lines = symbols
+            .lines
+            .get(&key)
+            .filter(|l| l.len() == names.len())
+            .cloned()
+            .unwrap_or_default();
         frames[local as usize] = Some(Arc::new(Frame {
             key,
             names,
             full_names,
             symbolized: true,
             module: module_of(key),
+            lines,
         }));
     }
     let frames: Vec<Arc<Frame>> = frames
@@ -399,6 +419,7 @@ fn resolve_symbolized(
                     full_names,
                     symbolized: false,
                     module: module_of(key),
+                    lines: Vec::new(),
                 })
             })
         })
@@ -446,7 +467,7 @@ impl<'a> RawNames<'a> {
     /// or, when nothing names it, whether its name ([`unnamed`]) has `0x`.
     pub(crate) fn names(&mut self, key: u64) -> Result<Vec<String>, bool> {
         let mapping = maps::find(self.resolver.mappings, key);
-        let full_names = self.resolver.lookup_raw(key, mapping)?;
+        let (full_names, _) = self.resolver.lookup_raw(key, mapping)?;
         Ok(self.resolver.clean(&full_names))
     }
 }
@@ -468,9 +489,9 @@ impl Resolver<'_> {
             .filter(|m| m.is_file())
             .map(|m| (Arc::<str>::from(m.path.as_str()), m.file_offset(key)));
         // Dumps with a symbol section go through `resolve_symbolized`; this resolver reads binaries.
-        let (full_names, symbolized) = match self.lookup_raw(key, mapping) {
-            Ok(names) => (names, true),
-            Err(prefixed) => (vec![unnamed(key, prefixed)], false),
+        let (full_names, lines, symbolized) = match self.lookup_raw(key, mapping) {
+            Ok((names, lines)) => (names, lines, true),
+            Err(prefixed) => (vec![unnamed(key, prefixed)], Vec::new(), false),
         };
         let names = if symbolized {
             self.clean(&full_names)
@@ -483,14 +504,19 @@ impl Resolver<'_> {
             full_names,
             symbolized,
             module,
+            lines,
         });
         self.cache.insert(key, frame.clone());
         frame
     }
 
-    /// The names at `key` in the binaries, or, when nothing names it, whether jeprof prints it
-    /// with `0x` ([`unnamed`]).
-    fn lookup_raw(&mut self, key: u64, mapping: Option<&Mapping>) -> Result<Vec<String>, bool> {
+    /// The names at `key` in the binaries with their source positions ([`ObjectFile::names_at`]),
+    /// or, when nothing names it, whether jeprof prints it with `0x` ([`unnamed`]).
+    fn lookup_raw(
+        &mut self,
+        key: u64,
+        mapping: Option<&Mapping>,
+    ) -> Result<(Vec<String>, Vec<Option<SourceLine>>), bool> {
         // jeprof prints `0x<key>` when it ran its tools on a program (every address falls in its
         // catch-all entry for the program), the bare key when there was nothing to look in.
         let has_binary = self.options.binary.is_some();
@@ -598,24 +624,36 @@ impl ObjectFile {
     }
 
     /// Function names at `probe`, innermost first: DWARF (with inlined functions), else the symbol
-    /// table.
-    fn names_at(&self, probe: u64) -> Option<Vec<String>> {
+    /// table; and, when DWARF has any, the source position of each (each inlined function's is
+    /// where it was when inlined, as addr2line -i prints), else no positions.
+    fn names_at(&self, probe: u64) -> Option<(Vec<String>, Vec<Option<SourceLine>>)> {
         if !self.code.iter().any(|&(a, n)| probe >= a && probe - a < n) {
             return None;
         }
         let mut names = Vec::new();
+        let mut lines = Vec::new();
         if let Ok(mut frames) = self.loader.find_frames(probe) {
             while let Ok(Some(frame)) = frames.next() {
                 if let Some(f) = frame.function {
                     if let Ok(raw) = f.raw_name() {
                         names.push(names::demangle(&raw));
+                        lines.push(frame.location.and_then(|l| {
+                            Some(SourceLine {
+                                file: l.file?.to_string(),
+                                line: l.line?,
+                            })
+                        }));
                     }
                 }
             }
         }
         if names.is_empty() {
             names.push(names::demangle(self.loader.find_symbol(probe)?));
+            lines.clear();
         }
-        Some(names)
+        if lines.iter().all(Option::is_none) {
+            lines.clear();
+        }
+        Some((names, lines))
     }
 }

@@ -48,6 +48,7 @@ fn profile_from(stacks: &[(Vec<u8>, f64, f64)], period: u64, base: u64) -> Profi
     p.symbols = Some(SymbolTable {
         binary: None,
         names,
+        ..SymbolTable::default()
     });
     p
 }

@@ -64,6 +64,27 @@ fn main() {
     );
 
     let symbols = profile.symbols.as_ref().expect("symbolized by default");
+    // The in-process symbolizer gives each name its source line too, written as `# line` lines
+    // that jeprof ignores (its figures are checked below) and read back as written.
+    assert_eq!(
+        back.symbols.as_ref().map(|s| &s.lines),
+        Some(&symbols.lines)
+    );
+    let site_lines: Vec<_> = symbols
+        .names
+        .iter()
+        .filter_map(|(address, names)| {
+            let i = names.iter().position(|n| n.ends_with("::site_small"))?;
+            symbols.lines.get(address)?.get(i)?.as_ref()
+        })
+        .collect();
+    assert!(
+        !site_lines.is_empty()
+            && site_lines
+                .iter()
+                .all(|l| l.file.ends_with("common/mod.rs") && l.line > 0),
+        "{site_lines:?}"
+    );
     let mut attributor = common::Attributor::default();
     let ours = common::per_site(&profile, &mut attributor);
     for (i, (site, truth)) in SITES.iter().enumerate() {

@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use jeprof_dumpfmt::SymbolTable;
+use jeprof_dumpfmt::{SourceLine, SymbolTable};
 
 use crate::base::sync::lock;
 
@@ -72,23 +72,38 @@ impl ThreadCounters {
 }
 
 /// Names for `keys` (addresses as jeprof looks them up: inside the call instruction), innermost
-/// inlined function first, and what it cost. The caller holds the re-entrancy guard.
+/// inlined function first, with the source file and line of each where the debug info has them,
+/// and what it cost. The caller holds the re-entrancy guard.
 pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     let _serial = lock(&SYMBOLIZE_LOCK);
     let counters = ThreadCounters::new();
     let base = counters.as_ref().map_or(0, ThreadCounters::net);
     let mut peak = 0i64;
     let mut names = BTreeMap::new();
+    let mut lines = BTreeMap::new();
     for &key in keys {
         let mut list = Vec::new();
+        let mut positions = Vec::new();
         // backtrace::resolve subtracts one from the address it is given (it expects return
         // addresses); our keys already point into the call, so add it back.
         backtrace::resolve(key.wrapping_add(1) as usize as *mut c_void, |symbol| {
             if let Some(name) = symbol.name() {
                 list.push(format!("{name:#}"));
+                // The position goes with its name (innermost first, as the names): reports by
+                // line and `--list` read it back from the dump (`docs/design.md` §6).
+                positions.push(match (symbol.filename(), symbol.lineno()) {
+                    (Some(file), Some(line)) => Some(SourceLine {
+                        file: file.display().to_string(),
+                        line,
+                    }),
+                    _ => None,
+                });
             }
         });
         if !list.is_empty() {
+            if positions.iter().any(Option::is_some) {
+                lines.insert(key, positions);
+            }
             names.insert(key, list);
         }
         if let Some(c) = &counters {
@@ -109,5 +124,12 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     LAST_PEAK.store(cost.peak_bytes, Ordering::Relaxed);
     LAST_RETAINED.store(cost.retained_bytes, Ordering::Relaxed);
     LAST_ADDRESSES.store(cost.addresses as u64, Ordering::Relaxed);
-    (SymbolTable { binary, names }, cost)
+    (
+        SymbolTable {
+            binary,
+            names,
+            lines,
+        },
+        cost,
+    )
 }
