@@ -301,6 +301,9 @@ struct MergeArgs {
     /// `nearest` is jemalloc's own rounding, one entry per stack (fastest, least accurate).
     #[arg(long, value_enum, default_value = "optimal")]
     rounding: RoundingArg,
+    /// (--format pprof: which function flat is charged to, as in `report`.)
+    #[command(flatten)]
+    attribution: AttributionArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -333,6 +336,8 @@ struct PprofArgs {
     /// Where to write the gzipped profile.proto.
     #[arg(short, long, value_name = "OUT.pb.gz")]
     output: PathBuf,
+    #[command(flatten)]
+    attribution: AttributionArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -510,7 +515,12 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         }
         Format::Pprof => {
             let resolved = acc.to_resolved("merge");
-            let pb = pprof::build(&[resolved], args.common.skip());
+            let options = pprof::PprofOptions {
+                skip: args.common.skip(),
+                attribution: args.attribution.attribution(&args.common)?,
+                binary: args.common.binary.clone(),
+            };
+            let pb = pprof::build_with(&[resolved], &options);
             write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))?;
         }
     }
@@ -519,10 +529,15 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
 
 /// `pprof`: the dumps added up, as a gzipped profile.proto.
 fn pprof(args: PprofArgs) -> anyhow::Result<()> {
+    let options = pprof::PprofOptions {
+        skip: args.common.skip(),
+        attribution: args.attribution.attribution(&args.common)?,
+        binary: args.common.binary.clone(),
+    };
     let pb = pprof::build_files(
         &args.dumps,
         &args.common.symbolize(),
-        args.common.skip(),
+        &options,
         &args.common.read_policy(),
     )?;
     write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))

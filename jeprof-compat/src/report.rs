@@ -173,7 +173,7 @@ pub fn interesting_frames(
 
 /// How many of a frame's innermost names are allocator functions Rust inlined into its caller
 /// (the text report's [`Translator::push_info`] skips them the same way), the outermost never.
-fn allocator_names_inlined(frame: &Frame, skip: SkipRules) -> usize {
+pub(crate) fn allocator_names_inlined(frame: &Frame, skip: SkipRules) -> usize {
     if !frame.symbolized || !skip.rust_allocator_frames {
         return 0;
     }

@@ -69,11 +69,12 @@ fn flat_goes_to_the_programs_functions_by_default_on_a_real_rust_dump() {
     // jeprof's charging (as `--jeprof_names` gives it) puts none of it on the program.
     let jeprof = report(&["--hide", ""]);
     assert_eq!(flat_of(&jeprof, "demo::page_buffers"), 0);
+    // (Inlined into its caller or not, by the build.)
     assert!(
-        flat_of(
-            &jeprof,
-            "alloc::raw_vec::RawVecInner<A>::try_allocate_in (inline)"
-        ) > 0
+        jeprof
+            .iter()
+            .any(|r| r.2.contains("RawVecInner") && r.2.contains("::try_allocate_in") && r.0 > 0),
+        "{jeprof:?}"
     );
     // Moving flat changes no total.
     let sum = |rows: &[(u64, u64, String)]| rows.iter().map(|r| r.0).sum::<u64>();
