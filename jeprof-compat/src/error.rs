@@ -1,6 +1,7 @@
 //! The library's one error type.
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// Everything that can go wrong in this library: reading a dump (what [`jeprof_dumpfmt`] reports,
 /// naming the file and line, or a file that is not pprof), drawing a flame graph.
@@ -38,6 +39,37 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// [`crate::binary::check_binary_file`]: `--binary` cannot be read (it does not exist, most
+    /// often).
+    BinaryUnreadable {
+        /// The path given.
+        binary: PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+    /// [`crate::binary::check_binary_file`]: `--binary` is not an executable or shared object.
+    NotAProgram {
+        /// The path given.
+        binary: PathBuf,
+    },
+    /// [`crate::binary::check_binary_matches`]: a raw dump maps programs, none of them with the
+    /// file name of `--binary`, so nothing would be looked up in it.
+    BinaryMatchesNoMapping {
+        /// The path given.
+        binary: PathBuf,
+        /// The dump.
+        dump: PathBuf,
+        /// The executable files the dump maps (shared libraries aside).
+        mapped: Vec<String>,
+    },
+    /// [`crate::binary::split_program`]: the first dump is a program, with no dump after it or
+    /// beside `--binary`.
+    ProgramAsDump {
+        /// The program given where a dump was expected.
+        program: PathBuf,
+        /// Whether `--binary` was given too.
+        with_binary: bool,
+    },
 }
 
 impl fmt::Display for Error {
@@ -53,6 +85,43 @@ impl fmt::Display for Error {
             Error::Program { path, reason } => {
                 write!(f, "{}: cannot read the program: {reason}", path.display())
             }
+            Error::BinaryUnreadable { binary, source } => {
+                write!(f, "--binary {}: {source}", binary.display())
+            }
+            Error::NotAProgram { binary } => write!(
+                f,
+                "--binary {}: not an executable or shared object (ELF, Mach-O or PE)",
+                binary.display()
+            ),
+            Error::BinaryMatchesNoMapping {
+                binary,
+                dump,
+                mapped,
+            } => write!(
+                f,
+                "--binary {}: {} maps no file of that name (it maps {}); give the program that \
+                 wrote the dump, under its own file name",
+                binary.display(),
+                dump.display(),
+                mapped.join(", ")
+            ),
+            Error::ProgramAsDump {
+                program,
+                with_binary: false,
+            } => write!(
+                f,
+                "{}: a program, not a heap dump; give the dumps after it (`PROGRAM DUMP...`, as \
+                 jeprof takes them) or use --binary PROGRAM DUMP...",
+                program.display()
+            ),
+            Error::ProgramAsDump {
+                program,
+                with_binary: true,
+            } => write!(
+                f,
+                "{}: a program, not a heap dump, and --binary is given too; give one program",
+                program.display()
+            ),
         }
     }
 }
@@ -63,7 +132,13 @@ impl std::error::Error for Error {
             // Transparent: the dump error's text is this error's text, so its source is ours.
             Error::Dump(e) => std::error::Error::source(e),
             Error::Flamegraph(e) => Some(e),
-            Error::NothingToDraw { .. } | Error::Program { .. } | Error::Fetch { .. } => None,
+            Error::BinaryUnreadable { source, .. } => Some(source),
+            Error::NothingToDraw { .. }
+            | Error::Program { .. }
+            | Error::Fetch { .. }
+            | Error::NotAProgram { .. }
+            | Error::BinaryMatchesNoMapping { .. }
+            | Error::ProgramAsDump { .. } => None,
         }
     }
 }

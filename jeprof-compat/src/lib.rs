@@ -20,6 +20,9 @@
 //!   ([`diff::compare_files`]);
 //! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
 //!   `--retain`, `--exclude` ([`views::filters`]), `--lines` ([`views::lines`]);
+//! - [`attribution`]: which function a stack's figure is charged to (`--hide`, `--show_from`; by
+//!   default the first that is not Rust's standard library's or the allocator's), [`binary`]:
+//!   `--binary` checked against the dumps, and jeprof's `PROGRAM DUMP...` form;
 //! - [`symbolize`]: names for a dump's addresses (its symbol section, else the binaries its memory
 //!   map names), [`names`]: demangling, jeprof's name shortening and its skip lists, [`maps`]: the
 //!   memory map;
@@ -55,6 +58,9 @@
 //! - Names: Rust symbols are demangled cleanly ([`names::NameStyle::Clean`]) where jeprof mangles
 //!   them (`<A as B>::alloc` becomes `::alloc`); [`names::NameStyle::Jeprof`] reproduces jeprof's
 //!   names. Rust allocator shims are removed too unless asked not to ([`names::SkipRules`]).
+//! - Charging: [`report::ReportOptions::attribution`] defaults to jeprof's (the leaf); the
+//!   command line's own mode uses [`attribution::Attribution::user_code`], and
+//!   `--jeprof_names --keep_alloc_frames` gives jeprof's report byte for byte (goldens).
 //! - Memory: the text report ([`report::build_files`]) and the diff ([`diff::compare_files`]) read
 //!   dumps one stack at a time and keep what they add up, never a dump's stacks: `tests/memory.rs`
 //!   holds their peak resident size to 3 times the dump's size (plus the binary's own few
@@ -74,6 +80,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod attribution;
+pub mod binary;
 pub mod diff;
 mod error;
 // Public only for the fuzz crate (`fuzz/`, a separate package) and `tests/fuzz_corpus.rs`, which
@@ -162,6 +170,7 @@ pub fn load(
     policy: &ReadPolicy<'_>,
 ) -> Result<ResolvedProfile, Error> {
     let profile = read_dump(path, policy)?;
+    binary::check(&profile, path, options.binary.as_ref())?;
     Ok(resolve(profile, &path.display().to_string(), options))
 }
 

@@ -1,16 +1,18 @@
 //! `jeprof-compat`: jeprof's heap reports without Perl, fleet merges, pprof output and leak diffs
 //! for jemalloc `heap_v2` dumps. A thin command line over the `jeprof_compat` library.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use jeprof_compat::attribution::Attribution;
 use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{self, Measure, ReportOptions};
-use jeprof_compat::{diff, pprof, ReadPolicy, SymbolizeOptions};
+use jeprof_compat::{binary, diff, pprof, ReadPolicy, SymbolizeOptions};
 use jeprof_dumpfmt::output::AtomicFile;
 use jeprof_dumpfmt::read::ReadOptions;
 
@@ -31,6 +33,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 Examples:
   jeprof-compat report --text --show_bytes app.1234.0.f.heap      # like `jeprof --text --show_bytes`
   jeprof-compat report --binary ./app app.heap                    # raw dump: symbolize through its maps
+  jeprof-compat report -text ./app app.heap                       # jeprof's own way of saying the same
   jeprof-compat report --interval --focus 'cache::' a.heap b.heap # several dumps add up; 95% intervals
   jeprof-compat report --flamegraph heap.svg app.heap
   jeprof-compat merge -o fleet.heap replica-*.heap                # unbias, then sum; jeprof reads fleet.heap
@@ -57,10 +60,18 @@ Examples:
   jeprof-compat report --collapsed dump.heap | sort
   jeprof-compat report --flamegraph out.svg --focus '^my_crate::' dump.heap
 
-Columns (as jeprof): flat, flat%, running sum%, cum, cum%, function. flat: allocated in the function
-itself; cum: in it or in anything it called; a function is counted once per stack. With --interval two
-columns give the 95% confidence interval of flat and cum (the variances of the stacks involved added up;
-a function in several stacks gets the sum of their variances, since stacks are independent samples).")]
+Columns (as jeprof): flat, flat%, running sum%, cum, cum%, function. flat: allocated in the function \
+itself; cum: in it or in anything it called; a function is counted once per stack. With --interval two \
+columns give the 95% confidence interval of flat and cum (the variances of the stacks involved added up; \
+a function in several stacks gets the sum of their variances, since stacks are independent samples).
+
+Flat goes to the program's own code: walking a stack from the leaf, functions of Rust's standard \
+library and of the allocator are passed over (they keep their cum) and flat goes to the first \
+function that is not theirs. --hide REGEX sets the list, --hide '' or --jeprof_names charge flat \
+as jeprof does; --cum sorts by cum.
+
+jeprof's form `report PROGRAM DUMP...` (a program first) is `report --binary PROGRAM DUMP...`; \
+options take one dash or two (-text, --text), as in jeprof.")]
     Report(ReportArgs),
     /// Merge dumps (any processes, builds and sample periods) into one heap_v2 dump or pprof file.
     #[command(after_help = "\
@@ -68,9 +79,9 @@ Examples:
   jeprof-compat merge -o fleet.heap /dumps/*.heap && jeprof --text fleet.heap
   jeprof-compat merge --format pprof -o fleet.pb.gz --jobs 2 /dumps/*.heap
 
-Each dump is unbiased with its own period, then figures are added. Frames merge by function name where
-the dump carries symbols, else by module + file offset through the dump's memory map (so ASLR does not
-matter), else by address. The output is a symbolized heap_v2 dump (synthetic addresses, a symbol
+Each dump is unbiased with its own period, then figures are added. Frames merge by function name where \
+the dump carries symbols, else by module + file offset through the dump's memory map (so ASLR does not \
+matter), else by address. The output is a symbolized heap_v2 dump (synthetic addresses, a symbol \
 section) whose period is the smallest of the inputs; `jeprof --text OUT` reports it without a binary.")]
     Merge(MergeArgs),
     /// Convert dumps to pprof's profile.proto (gzipped).
@@ -78,7 +89,7 @@ section) whose period is the smallest of the inputs; `jeprof --text OUT` reports
 Example:
   jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top -sample_index=inuse_space app.pb.gz
 
-Sample types: inuse_objects/count, inuse_space/bytes, alloc_objects/count, alloc_space/bytes; values are
+Sample types: inuse_objects/count, inuse_space/bytes, alloc_objects/count, alloc_space/bytes; values are \
 the unbiased estimates rounded to integers; period = the sample period.")]
     Pprof(PprofArgs),
     /// Per-function change from BASE to NEW, with its 95% interval and a flag when it is significant.
@@ -89,7 +100,7 @@ Example:
          change      ±95%      base       new sig function
       +20971520   3100000  10485760  31457280   * my_crate::cache::insert
 
-A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent,
+A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent, \
 which overstates the noise for two dumps of one process: flagged changes are real.")]
     Diff(DiffArgs),
 }
@@ -189,6 +200,41 @@ struct ViewArgs {
     focus: Option<String>,
 }
 
+/// Which function a stack's figure is charged to (`jeprof_compat::attribution`).
+#[derive(Args)]
+struct AttributionArgs {
+    /// Charge flat past the functions matching REGEX, from the leaf, to the first that does not
+    /// (they keep their cum). Default: the standard library (std::, core::, alloc::, hashbrown::
+    /// and their impls for primitive and generic types) and the allocator (__rust_*, _rjem_*,
+    /// jeprof_shim::, tikv_jemallocator::), so flat lands on the program's own code; none with
+    /// --jeprof_names. --hide '' hides nothing.
+    #[arg(long, value_name = "REGEX")]
+    hide: Option<String>,
+    /// Drop the functions from the root down to the outermost one matching REGEX (kept, with its
+    /// callees), as pprof's -show_from; stacks without a match keep no function.
+    #[arg(long = "show_from", alias = "show-from", value_name = "REGEX")]
+    show_from: Option<String>,
+}
+
+impl AttributionArgs {
+    fn attribution(&self, common: &Common) -> anyhow::Result<Attribution> {
+        let regex = |option: &str, re: &str| {
+            regex::Regex::new(re).with_context(|| format!("{option} {re:?} is not a valid regex"))
+        };
+        let hide = match self.hide.as_deref() {
+            None if common.jeprof_names => None,
+            None => Attribution::user_code().hide,
+            Some("") => None,
+            Some(re) => Some(regex("--hide", re)?),
+        };
+        let show_from = match self.show_from.as_deref() {
+            None | Some("") => None,
+            Some(re) => Some(regex("--show_from", re)?),
+        };
+        Ok(Attribution { hide, show_from })
+    }
+}
+
 #[derive(Args)]
 #[group(multiple = false)]
 struct OutputKind {
@@ -215,6 +261,11 @@ struct ReportArgs {
     /// Add each function's 95% confidence interval (flat and cum).
     #[arg(long)]
     interval: bool,
+    /// Sort by cum rather than flat (as jeprof's --cum).
+    #[arg(long)]
+    cum: bool,
+    #[command(flatten)]
+    attribution: AttributionArgs,
     #[command(flatten)]
     views: cli_views::JeprofViewArgs,
     #[command(flatten)]
@@ -250,6 +301,9 @@ struct MergeArgs {
     /// `nearest` is jemalloc's own rounding, one entry per stack (fastest, least accurate).
     #[arg(long, value_enum, default_value = "optimal")]
     rounding: RoundingArg,
+    /// (--format pprof: which function flat is charged to, as in `report`.)
+    #[command(flatten)]
+    attribution: AttributionArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -283,6 +337,8 @@ struct PprofArgs {
     #[arg(short, long, value_name = "OUT.pb.gz")]
     output: PathBuf,
     #[command(flatten)]
+    attribution: AttributionArgs,
+    #[command(flatten)]
     common: Common,
 }
 
@@ -298,12 +354,15 @@ struct DiffArgs {
     #[arg(long)]
     cum: bool,
     #[command(flatten)]
+    attribution: AttributionArgs,
+    #[command(flatten)]
     common: Common,
 }
 
 fn report_options(
     view: &ViewArgs,
     common: &Common,
+    attribution: &AttributionArgs,
     interval: bool,
 ) -> anyhow::Result<ReportOptions> {
     let focus = match &view.focus {
@@ -320,6 +379,8 @@ fn report_options(
         skip: common.skip(),
         nodecount: view.nodecount,
         interval,
+        attribution: attribution.attribution(common)?,
+        sort_by_cum: false,
         filters: Default::default(),
         lines: false,
     })
@@ -365,16 +426,25 @@ const PERL_OVERFLOW: &str = "some figures are 2^63 or more, which jeprof's integ
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Report(args) => report(args),
+        Command::Report(mut args) => {
+            (args.dumps, args.common.binary) =
+                binary::split_program(std::mem::take(&mut args.dumps), args.common.binary.take())?;
+            report(args)
+        }
         Command::Merge(args) => merge(args),
-        Command::Pprof(args) => pprof(args),
+        Command::Pprof(mut args) => {
+            (args.dumps, args.common.binary) =
+                binary::split_program(std::mem::take(&mut args.dumps), args.common.binary.take())?;
+            pprof(args)
+        }
         Command::Diff(args) => diff(args),
     }
 }
 
 /// `report`: the text report, folded stacks or a flame graph of the dumps added up.
 fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let mut options = report_options(&args.view, &args.common, args.interval)?;
+    let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
+    options.sort_by_cum = args.cum;
     options.filters = args.views.filters()?;
     options.lines = args.views.lines;
     args.views.check()?;
@@ -447,7 +517,12 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         }
         Format::Pprof => {
             let resolved = acc.to_resolved("merge");
-            let pb = pprof::build(&[resolved], args.common.skip());
+            let options = pprof::PprofOptions {
+                skip: args.common.skip(),
+                attribution: args.attribution.attribution(&args.common)?,
+                binary: args.common.binary.clone(),
+            };
+            let pb = pprof::build_with(&[resolved], &options);
             write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))?;
         }
     }
@@ -456,10 +531,15 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
 
 /// `pprof`: the dumps added up, as a gzipped profile.proto.
 fn pprof(args: PprofArgs) -> anyhow::Result<()> {
+    let options = pprof::PprofOptions {
+        skip: args.common.skip(),
+        attribution: args.attribution.attribution(&args.common)?,
+        binary: args.common.binary.clone(),
+    };
     let pb = pprof::build_files(
         &args.dumps,
         &args.common.symbolize(),
-        args.common.skip(),
+        &options,
         &args.common.read_policy(),
     )?;
     write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))
@@ -467,7 +547,7 @@ fn pprof(args: PprofArgs) -> anyhow::Result<()> {
 
 /// `diff`: per-function change between two dumps, with its interval.
 fn diff(args: DiffArgs) -> anyhow::Result<()> {
-    let options = report_options(&args.view, &args.common, true)?;
+    let options = report_options(&args.view, &args.common, &args.attribution, true)?;
     let sym = args.common.symbolize();
     let policy = args.common.read_policy();
     // Read one stack at a time, one dump after the other, into figures per function.
@@ -478,8 +558,60 @@ fn diff(args: DiffArgs) -> anyhow::Result<()> {
     emit_with(|out| diff.write(&options, out))
 }
 
+/// jeprof (Perl's Getopt::Long) takes long options after one dash as well as two (`-text`,
+/// `-show_bytes`, `-focus=x`); clap takes two. Rewrites `-name` and `-name=value` to two dashes
+/// where `name` is a long option (or alias) of the subcommand named first, up to a `--`. A value
+/// given as the next argument (`--focus -x`) is left alone, as are short options (`-o`) and
+/// anything else.
+fn jeprof_dashes(args: Vec<OsString>) -> Vec<OsString> {
+    let command = Cli::command();
+    let Some(sub) = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .and_then(|name| command.find_subcommand(name))
+    else {
+        return args;
+    };
+    // Each long name, and whether it takes a value.
+    let mut longs: Vec<(&str, bool)> = Vec::new();
+    for arg in sub.get_arguments() {
+        let takes_value = arg.get_action().takes_values();
+        for name in arg
+            .get_long()
+            .into_iter()
+            .chain(arg.get_all_aliases().unwrap_or_default())
+        {
+            longs.push((name, takes_value));
+        }
+    }
+    let mut out = Vec::with_capacity(args.len());
+    let mut value_next = false;
+    let mut options_done = false;
+    for arg in args {
+        let text = arg.to_str().unwrap_or("");
+        let is_value = std::mem::take(&mut value_next);
+        if is_value || options_done || !text.starts_with('-') || text.starts_with("--") {
+            options_done |= !is_value && text == "--";
+            if let Some(name) = text.strip_prefix("--") {
+                value_next = !name.contains('=') && longs.contains(&(name, true));
+            }
+            out.push(arg);
+            continue;
+        }
+        let name = text[1..].split('=').next().unwrap_or("");
+        match longs.iter().find(|(long, _)| *long == name) {
+            Some(&(_, takes_value)) if name.len() > 1 => {
+                value_next = takes_value && !text.contains('=');
+                out.push(OsString::from(format!("-{text}")));
+            }
+            _ => out.push(arg),
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(jeprof_dashes(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };

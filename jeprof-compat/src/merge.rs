@@ -463,7 +463,7 @@ pub fn merge_files(
     // are handed out in order, dumps read in order), so the failure reported is the first in
     // `paths` order.
     let stop = AtomicUsize::new(usize::MAX);
-    let first_error: Mutex<Option<(usize, jeprof_dumpfmt::Error)>> = Mutex::new(None);
+    let first_error: Mutex<Option<(usize, Error)>> = Mutex::new(None);
     let reduced = Mutex::new(Reduced {
         total: Accumulator::new(),
         next: 0,
@@ -486,7 +486,13 @@ pub fn merge_files(
                 if i >= stop.load(Ordering::Relaxed) {
                     return;
                 }
-                match read_dump(path, policy) {
+                let read = read_dump(path, policy)
+                    .map_err(Error::from)
+                    .and_then(|profile| {
+                        crate::binary::check(&profile, path, options.binary.as_ref())?;
+                        Ok(profile)
+                    });
+                match read {
                     Ok(profile) => {
                         acc.add_dump(profile, &path.display().to_string(), options);
                         on_dump();
@@ -526,7 +532,7 @@ pub fn merge_files(
         }
     });
     if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e.into());
+        return Err(e);
     }
     Ok(reduced
         .into_inner()

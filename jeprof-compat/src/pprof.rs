@@ -1,36 +1,80 @@
 //! pprof output from dumps: this tool resolves names (symbol sections, binaries, demangling) and
-//! removes allocator frames as the text report does; [`jeprof_dumpfmt::pprof`] encodes.
+//! source lines, removes allocator frames and charges flat as the text report does; [`jeprof_dumpfmt::pprof`] encodes.
 //!
 //! Mapping from a dump: the four heap sample types, one sample per stack with the unbiased figures
 //! rounded to integers, one location per frame address (the address jeprof symbolizes: callers
 //! minus one) with one line per function, innermost (inlined) first, mappings from the dump's memory
 //! map, `period` = the sample period R (the smallest, for several dumps).
+//!
+//! What `go tool pprof` needs to read it as well as our text report:
+//! - Frames removed as the text report removes them: jeprof's allocator frames, and the allocator
+//!   functions Rust inlines into the leaf address (`<Profiled<A> as GlobalAlloc>::alloc`,
+//!   `__rust_alloc`), which pprof would otherwise charge every byte to.
+//! - The [`Attribution`]: pprof charges flat to a sample's first line, so the functions `--hide`
+//!   passes over at the leaf are left out of the sample (a location keeps the lines that remain,
+//!   under its own id), and `--show_from` drops lines toward the root, as pprof's own options do.
+//! - Function names whole and distinct: `Function.name` as the text report shows it;
+//!   `system_name` the name before C++ shortening where that differs, else empty. The symbols this
+//!   tool reads are already demangled, so no mangled name is kept, and pprof "demangles" (cuts
+//!   `<&dyn Fn<()> as FnOnce<()>>::call_once` down to `::call_once`) a function whose system name
+//!   is its name. `filename` and each line's number where the symbol section or the binary's
+//!   DWARF knows them ([`Frame::lines`]); `start_line` is not known.
+//! - Mappings with the mapped file's GNU build id where the file can be read here, claiming
+//!   functions, file names and line numbers only where every location in them has them, so pprof
+//!   re-symbolizes only what we could not.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use jeprof_dumpfmt::pprof::{read_gz, write_gz, PbProfile};
 use jeprof_dumpfmt::pprof::{Builder, FunctionInfo, Header, LineInfo, MappingInfo};
 
+use crate::attribution::Attribution;
 use crate::names::SkipRules;
-use crate::report::interesting_frames;
-use crate::symbolize::{Frame, ResolvedProfile};
+use crate::report::{allocator_names_inlined, interesting_frames};
+use crate::symbolize::{same_file_name, Frame, ResolvedProfile};
+
+/// How [`build_with`] removes frames, charges flat and finds build ids.
+#[derive(Debug, Clone, Default)]
+pub struct PprofOptions {
+    /// Which allocator frames are removed.
+    pub skip: SkipRules,
+    /// Which function flat is charged to, and which are shown.
+    pub attribution: Attribution,
+    /// The program (`--binary`): it stands in for the mapping whose file has its name, as in
+    /// symbolization, for that mapping's build id.
+    pub binary: Option<PathBuf>,
+}
 
 /// Reads dump files (in parallel, whole: pprof's locations need every stack resolved) and builds
-/// their pprof message added together ([`build`]). Errors name the file and line.
+/// their pprof message added together ([`build_with`]). Errors name the file and line.
 pub fn build_files(
-    paths: &[std::path::PathBuf],
+    paths: &[PathBuf],
     symbolize: &crate::SymbolizeOptions,
-    skip: SkipRules,
+    options: &PprofOptions,
     policy: &crate::ReadPolicy<'_>,
 ) -> Result<PbProfile, crate::Error> {
     let profiles = crate::load_all(paths, symbolize, policy)?;
-    Ok(build(&profiles, skip))
+    Ok(build_with(&profiles, options))
 }
 
-/// Builds the pprof message for `profiles` added together (their stacks are concatenated; pprof adds
-/// samples with the same locations).
+/// [`build_with`] charging flat as jeprof does (no [`Attribution`]).
 pub fn build(profiles: &[ResolvedProfile], skip: SkipRules) -> PbProfile {
+    build_with(
+        profiles,
+        &PprofOptions {
+            skip,
+            ..PprofOptions::default()
+        },
+    )
+}
+
+/// Builds the pprof message for `profiles` added together (their stacks are concatenated; pprof
+/// adds samples with the same locations), frames removed and flat charged as the text report
+/// does under `options`.
+pub fn build_with(profiles: &[ResolvedProfile], options: &PprofOptions) -> PbProfile {
+    let (skip, attribution) = (options.skip, &options.attribution);
     let header = Header {
         period: profiles
             .iter()
@@ -45,48 +89,194 @@ pub fn build(profiles: &[ResolvedProfile], skip: SkipRules) -> PbProfile {
         ..Header::default()
     };
     let mut b = Builder::new(&header);
+    let mut build_ids = BuildIds {
+        binary: options.binary.as_deref(),
+        by_path: HashMap::new(),
+    };
     for profile in profiles {
-        // One location per resolved frame of this dump (frames are shared between its stacks).
-        let mut locations: HashMap<*const Frame, u64> = HashMap::new();
+        let mut encoder = StackEncoder {
+            profile,
+            skip,
+            attribution,
+            mappings: HashMap::new(),
+            functions: HashMap::new(),
+        };
         for stack in &profile.stacks {
             let frames = interesting_frames(&stack.frames, skip);
-            let ids = frames
-                .iter()
-                .map(|f| {
-                    *locations
-                        .entry(Arc::as_ptr(f))
-                        .or_insert_with(|| location(&mut b, profile, f))
-                })
-                .collect();
+            let ids = encoder.locations(&mut b, &mut build_ids, frames);
             b.sample(ids, &stack.counts, &[]);
         }
     }
     b.finish()
 }
 
-fn location(b: &mut Builder, profile: &ResolvedProfile, f: &Frame) -> u64 {
-    let mapping_id = match crate::maps::find(&profile.mappings, f.key) {
-        Some(m) => b.mapping(&MappingInfo {
-            start: m.start,
-            limit: m.end,
-            offset: m.offset,
-            file: m.path.clone(),
-            build_id: String::new(),
-        }),
-        None => 0,
-    };
-    // An unsymbolized frame gets no lines, so pprof may symbolize it from the mapping's file.
-    let names: &[String] = if f.symbolized { &f.names } else { &[] };
-    let lines: Vec<LineInfo> = names
-        .iter()
-        .map(|n| LineInfo {
-            function: FunctionInfo {
-                name: n.clone(),
-                system_name: n.clone(),
-                ..FunctionInfo::default()
+/// One function of a stack as pprof gets it: the frame it is in and its index in the frame's
+/// names (`None` for a frame nothing names, which stays a location without lines).
+#[derive(Clone, Copy)]
+struct FunctionAt<'f> {
+    frame: &'f Arc<Frame>,
+    index: Option<usize>,
+}
+
+impl FunctionAt<'_> {
+    /// The name `--hide` and `--show_from` match (none for an unnamed frame: as in the text
+    /// report, an address is never hidden nor a `--show_from` match).
+    fn name(&self) -> Option<&str> {
+        self.index.map(|i| self.frame.names[i].as_str())
+    }
+}
+
+/// Encodes the stacks of one dump, its frames' mappings and functions made once each.
+struct StackEncoder<'p> {
+    profile: &'p ResolvedProfile,
+    skip: SkipRules,
+    attribution: &'p Attribution,
+    /// Mapping id per mapping index in `profile.mappings`.
+    mappings: HashMap<usize, u64>,
+    /// Per frame and name index: its [`LineInfo`] (frames are shared between a dump's stacks).
+    functions: HashMap<(*const Frame, usize), LineInfo>,
+}
+
+impl StackEncoder<'_> {
+    /// The location ids of a stack of `frames` (past the allocator skip), leaf first.
+    fn locations(
+        &mut self,
+        b: &mut Builder,
+        build_ids: &mut BuildIds,
+        frames: &[Arc<Frame>],
+    ) -> Vec<u64> {
+        // Every function of the stack, innermost first.
+        let mut functions: Vec<FunctionAt<'_>> = Vec::with_capacity(frames.len() + 4);
+        for frame in frames {
+            if frame.symbolized {
+                let first = allocator_names_inlined(frame, self.skip);
+                functions.extend((first..frame.names.len()).map(|i| FunctionAt {
+                    frame,
+                    index: Some(i),
+                }));
+            } else {
+                functions.push(FunctionAt { frame, index: None });
+            }
+        }
+        let attribution = self.attribution;
+        let cut = attribution.cut(
+            functions.len(),
+            |i| functions[i].name().is_some_and(|n| attribution.hides(n)),
+            |i| {
+                functions[i]
+                    .name()
+                    .is_some_and(|n| attribution.shows_from(n))
             },
-            line: 0,
-        })
-        .collect();
-    b.location(mapping_id, f.key, &lines)
+        );
+        // The kept functions grouped back into locations, one per run of one frame's functions.
+        let kept = &functions[cut.flat..cut.shown];
+        let mut ids = Vec::with_capacity(frames.len());
+        let mut start = 0;
+        while start < kept.len() {
+            let frame = kept[start].frame;
+            let mut end = start;
+            while end < kept.len() && Arc::ptr_eq(kept[end].frame, frame) {
+                end += 1;
+            }
+            let lines: Vec<LineInfo> = kept[start..end]
+                .iter()
+                .filter_map(|f| Some(self.line(f.frame, f.index?)))
+                .collect();
+            ids.push(self.location(b, build_ids, frame, &lines));
+            start = end;
+        }
+        ids
+    }
+
+    /// The [`LineInfo`] of name `index` of `frame`.
+    fn line(&mut self, frame: &Arc<Frame>, index: usize) -> LineInfo {
+        self.functions
+            .entry((Arc::as_ptr(frame), index))
+            .or_insert_with(|| {
+                let source = frame.line(index);
+                let name = &frame.names[index];
+                // pprof "demangles" a function whose system name equals its name, and cuts a
+                // demangled-looking one down to `::call_once`: a system name is only given
+                // where it says something the name does not.
+                let system_name = frame
+                    .full_names
+                    .get(index)
+                    .filter(|full| *full != name)
+                    .cloned()
+                    .unwrap_or_default();
+                LineInfo {
+                    function: FunctionInfo {
+                        name: name.clone(),
+                        system_name,
+                        filename: source.map(|s| s.file.clone()).unwrap_or_default(),
+                        start_line: 0,
+                    },
+                    line: source.map_or(0, |s| i64::from(s.line)),
+                }
+            })
+            .clone()
+    }
+
+    fn location(
+        &mut self,
+        b: &mut Builder,
+        build_ids: &mut BuildIds,
+        frame: &Frame,
+        lines: &[LineInfo],
+    ) -> u64 {
+        let mappings = &self.profile.mappings;
+        let mapping_id = match mappings
+            .partition_point(|m| m.start <= frame.key)
+            .checked_sub(1)
+            .filter(|&i| frame.key < mappings[i].end && mappings[i].executable)
+        {
+            Some(i) => *self.mappings.entry(i).or_insert_with(|| {
+                let m = &mappings[i];
+                b.mapping(&MappingInfo {
+                    start: m.start,
+                    limit: m.end,
+                    offset: m.offset,
+                    file: m.path.clone(),
+                    build_id: build_ids.of(&m.path),
+                })
+            }),
+            None => 0,
+        };
+        b.location(mapping_id, frame.key, lines)
+    }
+}
+
+/// GNU build ids of mapped files, read once per path (empty where the file cannot be read here,
+/// or has none).
+struct BuildIds<'b> {
+    /// `--binary`, read for the mapping with its file name.
+    binary: Option<&'b Path>,
+    by_path: HashMap<String, String>,
+}
+
+impl BuildIds<'_> {
+    fn of(&mut self, mapped: &str) -> String {
+        let binary = self.binary;
+        self.by_path
+            .entry(mapped.to_string())
+            .or_insert_with(|| {
+                let file = match binary {
+                    Some(b) if same_file_name(b, mapped) => b,
+                    _ if mapped.starts_with('/') => Path::new(mapped),
+                    // `[vdso]`, anonymous mappings.
+                    _ => return String::new(),
+                };
+                read_build_id(file).unwrap_or_default()
+            })
+            .clone()
+    }
+}
+
+/// The GNU build id of the object file at `path`, in lowercase hex as pprof and `file` print it.
+fn read_build_id(path: &Path) -> Option<String> {
+    use object::Object;
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let id = file.build_id().ok()??;
+    Some(id.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -10,7 +10,14 @@
 //!    ` (inline)`.
 //! 5. `ReduceProfile`: a function is counted once per stack, however often it recurses.
 //! 6. flat = the stack's first remaining function, cum = every remaining function; rows sorted by
-//!    flat (descending) then name, rows with flat = cum = 0 left out, percentages of the flat total.
+//!    flat (descending; cum with `--cum`) then name, rows with flat = cum = 0 left out, percentages
+//!    of the flat total.
+//!
+//! Our own mode adds one step between 4 and 5 ([`ReportOptions::attribution`],
+//! [`crate::attribution`]): `--show_from` drops functions toward the root, and flat goes to the
+//! first function (from the leaf) that `--hide` does not match, by default the first that is not
+//! the standard library's or the allocator's. With `Attribution::default()` (what
+//! `--jeprof_names` gives) the report is jeprof's.
 //!
 //! Figures are `f64` sums of what jeprof computes per entry; jeprof adds them in Perl hash order,
 //! which is random, so a figure that lands within a rounding error of an integer (or of a 0.1 MB
@@ -39,6 +46,7 @@ use jeprof_dumpfmt::{Counts, Estimate, Profile, SourceLine};
 use rayon::prelude::*;
 use regex::Regex;
 
+use crate::attribution::Attribution;
 use crate::hash::{FastHasher, FastMap};
 use crate::maps;
 use crate::names::{self, SkipRules};
@@ -110,6 +118,11 @@ pub struct ReportOptions {
     pub nodecount: Option<usize>,
     /// Add each function's 95% confidence interval.
     pub interval: bool,
+    /// Which function of a stack is charged with flat, and which are shown; the default is
+    /// jeprof's charging.
+    pub attribution: Attribution,
+    /// Sort rows by cum rather than flat (jeprof's `--cum`).
+    pub sort_by_cum: bool,
     /// `--ignore`, `--retain`, `--exclude`.
     pub filters: StackFilters,
     /// `--lines`: a row per function and source line (`name file:line`) rather than per
@@ -159,6 +172,20 @@ pub fn interesting_frames(
         Some(i) => &frames[i + 1..],
         None => frames,
     }
+}
+
+/// How many of a frame's innermost names are allocator functions Rust inlined into its caller
+/// (the text report's [`Translator::push_info`] skips them the same way), the outermost never.
+pub(crate) fn allocator_names_inlined(frame: &Frame, skip: SkipRules) -> usize {
+    if !frame.symbolized || !skip.rust_allocator_frames {
+        return 0;
+    }
+    let names = &frame.names;
+    names
+        .iter()
+        .take(names.len().saturating_sub(1))
+        .take_while(|n| names::is_uninteresting(n, skip))
+        .count()
 }
 
 fn focus_matches(frames: &[std::sync::Arc<Frame>], focus: &Regex) -> bool {
@@ -678,12 +705,13 @@ impl Sums {
         }
     }
 
-    /// Function ids in jeprof's order: flat, descending, then name.
-    fn jeprof_order(&self, names: &Names) -> Vec<u32> {
+    /// Function ids in jeprof's order: flat (cum when `by_cum`), descending, then name.
+    fn jeprof_order(&self, names: &Names, by_cum: bool) -> Vec<u32> {
+        let key = if by_cum { &self.cum } else { &self.flat };
         let mut order: Vec<u32> = (0..names.len() as u32).collect();
         order.sort_by(|&a, &b| {
-            figure(&self.flat, b)
-                .partial_cmp(&figure(&self.flat, a))
+            figure(key, b)
+                .partial_cmp(&figure(key, a))
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then_with(|| names.get(a).cmp(&names.get(b)))
         });
@@ -706,12 +734,22 @@ struct Builder {
     columns: Columns,
     skip: SkipRules,
     focus: Option<Regex>,
+    attribution: Attribution,
+    /// Per function id, [`HIDDEN`] and [`SHOWS_FROM`] under `attribution` (computed once a name).
+    charging: Vec<u8>,
     translator: Translator,
     functions: Vec<u32>,
+    /// A stack's functions before `ReduceProfile` (only with an attribution to apply).
+    unreduced: Vec<u32>,
     slots: Vec<u32>,
     /// A stack's slots that `--retain`/`--exclude` keep, reused.
     kept: Vec<u32>,
 }
+
+/// [`Builder::charging`]: the function is passed over by `--hide`.
+const HIDDEN: u8 = 1;
+/// [`Builder::charging`]: the function matches `--show_from`.
+const SHOWS_FROM: u8 = 2;
 
 impl Builder {
     fn new(options: &ReportOptions, columns: Columns) -> Builder {
@@ -720,15 +758,63 @@ impl Builder {
             columns,
             skip: options.skip,
             focus: options.focus.clone(),
+            attribution: options.attribution.clone(),
+            charging: Vec::new(),
             translator: Translator {
                 filters: options.filters.clone(),
                 lines: options.lines,
                 ..Translator::default()
             },
             functions: Vec::new(),
+            unreduced: Vec::new(),
             slots: Vec::new(),
             kept: Vec::new(),
         }
+    }
+
+    /// The stack's functions after `ReduceProfile` into `self.functions`, and the one charged
+    /// with flat (none when `--show_from` leaves nothing), under `self.attribution`.
+    fn charged_functions(&mut self, slots: &[u32]) -> Option<u32> {
+        let infos = &self.translator.infos;
+        if self.attribution.is_jeprof() {
+            reduced_functions(infos, slots, &mut self.functions);
+            return self.functions.first().copied();
+        }
+        let names = &self.translator.names;
+        for id in self.charging.len()..names.len() {
+            let mut flags = 0;
+            if let FunctionName::Text(name) = names.get(id as u32) {
+                if self.attribution.hides(name) {
+                    flags |= HIDDEN;
+                }
+                if self.attribution.shows_from(name) {
+                    flags |= SHOWS_FROM;
+                }
+            }
+            self.charging.push(flags);
+        }
+        let unreduced = &mut self.unreduced;
+        unreduced.clear();
+        for &s in slots {
+            unreduced.extend_from_slice(infos.ids(s));
+        }
+        let charging = &self.charging;
+        let flags = |i: usize| charging[unreduced[i] as usize];
+        let cut = self.attribution.cut(
+            unreduced.len(),
+            |i| flags(i) & HIDDEN != 0,
+            |i| flags(i) & SHOWS_FROM != 0,
+        );
+        self.functions.clear();
+        for &id in &unreduced[..cut.shown] {
+            if !self.functions.contains(&id) {
+                self.functions.push(id);
+            }
+        }
+        unreduced
+            .get(cut.flat)
+            .copied()
+            .filter(|_| cut.flat < cut.shown)
     }
 
     /// Adds one stack whose frames are `slots` (indexes into the translator's `infos`).
@@ -762,17 +848,18 @@ impl Builder {
             self.kept = kept;
             return;
         }
-        reduced_functions(infos, slots, &mut self.functions);
+        let flat = self.charged_functions(slots);
         self.kept = kept;
         self.sums.grow(self.columns, self.translator.names.len());
         let sums = &mut self.sums;
-        for (i, &id) in self.functions.iter().enumerate() {
+        if let Some(id) = flat {
             let id = id as usize;
-            if i == 0 {
-                bump(&mut sums.flat, id, value);
-                bump(&mut sums.flat_variance, id, variance);
-                sums.shown_total += value;
-            }
+            bump(&mut sums.flat, id, value);
+            bump(&mut sums.flat_variance, id, variance);
+            sums.shown_total += value;
+        }
+        for &id in &self.functions {
+            let id = id as usize;
             bump(&mut sums.cum, id, value);
             bump(&mut sums.cum_variance, id, variance);
         }
@@ -909,16 +996,17 @@ impl Builder {
         self.translator.names.forget_lookup();
     }
 
-    fn finish(mut self) -> Report {
+    fn finish(mut self, by_cum: bool) -> Report {
         let sums = self.finish_sums();
         let names = self.translator.names;
         // Every function a frame names, counted or not (zeros print nothing).
         let mut rows: Vec<FunctionFigures> = (0..names.len() as u32)
             .map(|id| sums.row(&names, id).to_figures())
             .collect();
+        let key = |r: &FunctionFigures| if by_cum { r.cum } else { r.flat };
         rows.sort_by(|a, b| {
-            b.flat
-                .partial_cmp(&a.flat)
+            key(b)
+                .partial_cmp(&key(a))
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then_with(|| a.name.cmp(&b.name))
         });
@@ -937,7 +1025,7 @@ pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
     for profile in profiles {
         builder.add_profile(profile, options);
     }
-    builder.finish()
+    builder.finish(options.sort_by_cum)
 }
 
 /// [`build`] straight from parsed dumps (with where each came from, for messages): the same report
@@ -960,7 +1048,7 @@ pub fn build_dumps(
             .map(|s| options.measure.pick(&s.counts));
         builder.add_keyed(profile, index, figures, symbolize);
     }
-    builder.finish()
+    builder.finish(options.sort_by_cum)
 }
 
 /// One dump read for a report, with its stacks kept as little as a report needs until its memory
@@ -1122,6 +1210,9 @@ pub fn build_files(
         .par_iter()
         .map(|p| ReportDump::read(p, policy, options.measure, columns.variances))
         .collect::<Result<_, _>>()?;
+    for (dump, path) in dumps.iter().zip(paths) {
+        crate::binary::check(&dump.profile, path, symbolize.binary.as_ref())?;
+    }
     let mut builder = Builder::new(options, columns);
     let count = dumps.len();
     for (i, dump) in dumps.into_iter().enumerate() {
@@ -1129,7 +1220,7 @@ pub fn build_files(
     }
     let sums = builder.finish_sums();
     let names = builder.translator.names;
-    let order = sums.jeprof_order(&names);
+    let order = sums.jeprof_order(&names, options.sort_by_cum);
     Ok(FunctionTable { names, sums, order })
 }
 
@@ -1157,9 +1248,14 @@ pub(crate) fn build_file_pair(
         variances: true,
     };
     let mut builder = Builder::new(options, columns);
-    ReportDump::read(base, policy, options.measure, true)?.add_to(&mut builder, symbolize, false);
+    let read = |path: &Path| -> Result<ReportDump, Error> {
+        let dump = ReportDump::read(path, policy, options.measure, true)?;
+        crate::binary::check(&dump.profile, path, symbolize.binary.as_ref())?;
+        Ok(dump)
+    };
+    read(base)?.add_to(&mut builder, symbolize, false);
     let base = builder.finish_sums();
-    ReportDump::read(new, policy, options.measure, true)?.add_to(&mut builder, symbolize, true);
+    read(new)?.add_to(&mut builder, symbolize, true);
     let mut new = builder.finish_sums();
     let names = builder.translator.names;
     new.grow(columns, names.len());
@@ -1414,6 +1510,12 @@ pub fn frame_functions(frame: &Frame, options: &ReportOptions) -> Vec<String> {
 /// lines, as in jeprof), full function names, inlined ones suffixed `[inline]`, counts truncated. A
 /// stack made only of allocator frames prints as an empty stack, as in jeprof. jeprof prints lines in
 /// random order; these are sorted.
+///
+/// Frames are removed as the text report removes them: allocator frames, and (unless
+/// `--keep_alloc_frames`) the allocator functions Rust inlines into an address's innermost names;
+/// `--show_from` drops functions toward the root, and then lines that print the same are added
+/// up. `--hide` moves no frame here: what flat is charged to shows in a flame graph as the
+/// frames above a function, which the hidden ones still are.
 pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(String, f64)> {
     let mut table: HashMap<Vec<u64>, (String, f64)> = HashMap::new();
     for (p, profile) in profiles.iter().enumerate() {
@@ -1429,21 +1531,38 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
             key.extend(frames.iter().map(|f| f.key));
             let entry = table.entry(key).or_insert_with(|| {
                 let mut names: Vec<String> = Vec::with_capacity(frames.len() + 4);
+                // The clean names of the line's functions, innermost first, for `--show_from`.
+                let mut clean: Vec<&str> = Vec::with_capacity(frames.len() + 4);
                 for f in frames {
                     let last = f.full_names.len().saturating_sub(1);
-                    for (j, n) in f.full_names.iter().enumerate() {
+                    let first = allocator_names_inlined(f, options.skip);
+                    for (j, n) in f.full_names.iter().enumerate().skip(first) {
                         // `;` separates frames in the folded format.
                         let n = n.replace(';', ":");
                         names.push(if j < last { format!("{n}[inline]") } else { n });
+                        clean.push(f.names.get(j).map_or("", String::as_str));
                     }
                 }
+                let attribution = &options.attribution;
+                let cut =
+                    attribution.cut(names.len(), |_| false, |i| attribution.shows_from(clean[i]));
+                names.truncate(cut.shown);
                 names.reverse();
                 (names.join(";"), 0.0)
             });
             entry.1 += value;
         }
     }
-    let mut lines: Vec<(String, f64)> = table.into_values().collect();
+    let mut lines: Vec<(String, f64)> = if options.attribution.show_from.is_some() {
+        // Stacks that differed only toward the root now print the same.
+        let mut merged: HashMap<String, f64> = HashMap::new();
+        for (line, value) in table.into_values() {
+            *merged.entry(line).or_insert(0.0) += value;
+        }
+        merged.into_iter().collect()
+    } else {
+        table.into_values().collect()
+    };
     lines.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
     lines
 }
@@ -1607,6 +1726,60 @@ mod tests {
                 assert_eq!(fast.shown_total, slow.shown_total);
                 assert_eq!(fast.rows, slow.rows);
                 assert!(!fast.rows.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn attributed_reports_of_dumps_equal_those_of_resolved_profiles() {
+        // Inlined standard library names at the leaf, a stack of only hidden functions, a stack
+        // `--show_from` leaves empty, recursion through a hidden function.
+        let dump = "--- symbol\nbinary=prog\n\
+                    0x1000 my_app::fill--alloc::vec::Vec<T>::push\n0x2000 my_app::main\n\
+                    0x3000 hashbrown::raw::RawTable<T>::reserve_rehash\n0x4000 std::thread::spawn\n\
+                    0x5000 core::iter::fold\n---\n--- heap\nheap_v2/524288\n  t*: 4: 900000 [0: 0]\n\
+                    @ 0x1000 0x2001\n  t*: 1: 262144 [0: 0]\n@ 0x3000 0x4001\n  t*: 1: 300000 [0: 0]\n\
+                    @ 0x5000 0x1001 0x5001 0x2001\n  t*: 2: 400000 [0: 0]\nMAPPED_LIBRARIES:\n";
+        let symbolize = SymbolizeOptions::default();
+        let profile = jeprof_dumpfmt::read::parse(dump.as_bytes()).unwrap();
+        let dumps = [(profile.clone(), "d".to_string())];
+        let resolved = [resolve(profile, "d", &symbolize)];
+        let fill = Regex::new("^my_app::fill$").unwrap();
+        for show_from in [None, Some(fill)] {
+            for sort_by_cum in [false, true] {
+                let options = ReportOptions {
+                    show_bytes: true,
+                    attribution: crate::attribution::Attribution {
+                        show_from: show_from.clone(),
+                        ..crate::attribution::Attribution::user_code()
+                    },
+                    sort_by_cum,
+                    ..Default::default()
+                };
+                let fast = build_dumps(&dumps, &symbolize, &options);
+                let slow = build(&resolved, &options);
+                assert_eq!(fast.rows, slow.rows);
+                assert_eq!(fast.shown_total, slow.shown_total);
+                let flat = |name: &str| {
+                    fast.rows
+                        .iter()
+                        .find(|r| r.name == name)
+                        .map_or(0.0, |r| r.flat)
+                };
+                if show_from.is_none() {
+                    // Past the inlined `Vec::push` and (recursing) `core::iter::fold`.
+                    assert!(flat("my_app::fill") > 0.0);
+                    // Only hidden functions: charged to the leaf, as jeprof charges it.
+                    assert!(flat("hashbrown::raw::RawTable<T>::reserve_rehash") > 0.0);
+                    assert_eq!(flat("alloc::vec::Vec<T>::push (inline)"), 0.0);
+                } else {
+                    // The stack without `my_app::fill` keeps no function, and charges nothing.
+                    assert_eq!(flat("hashbrown::raw::RawTable<T>::reserve_rehash"), 0.0);
+                    assert!(!fast
+                        .rows
+                        .iter()
+                        .any(|r| r.name == "my_app::main" && r.cum > 0.0));
+                }
             }
         }
     }

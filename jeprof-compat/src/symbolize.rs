@@ -563,7 +563,7 @@ impl Resolver<'_> {
 
 /// jeprof's test for a library in the memory map: `.so`, `.dll`, `.dylib` or `.bundle`, with
 /// optional version suffixes.
-fn is_shared_library(path: &str) -> bool {
+pub(crate) fn is_shared_library(path: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
         regex::Regex::new(r"\.(so|dll|dylib|bundle)((\.\d+)+\w*(\.\d+){0,3})?$")
@@ -572,7 +572,7 @@ fn is_shared_library(path: &str) -> bool {
     .is_match(path)
 }
 
-fn same_file_name(binary: &Path, mapped: &str) -> bool {
+pub(crate) fn same_file_name(binary: &Path, mapped: &str) -> bool {
     if Path::new(mapped) == binary {
         return true;
     }

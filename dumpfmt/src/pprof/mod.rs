@@ -75,7 +75,10 @@ pub struct MappingInfo {
 pub struct FunctionInfo {
     /// The name shown (demangled, full: pprof shortens it for display only).
     pub name: String,
-    /// The linker's (mangled) name; `name` again when unknown.
+    /// The linker's (mangled) name; empty when unknown. Never `name` again: pprof takes a
+    /// function whose system name is its name for one still to demangle, and its heuristic for
+    /// names that "look demangled" strips every `<...>` and `(...)`, which turns Rust's
+    /// `<&dyn Fn<()> as FnOnce<()>>::call_once` into `::call_once`, one name for many functions.
     pub system_name: String,
     /// Source file, empty when unknown.
     pub filename: String,
@@ -201,11 +204,7 @@ impl Builder {
         }
         let id = self.pb.function.len() as u64 + 1;
         let name = self.string(&f.name);
-        let system_name = if f.system_name.is_empty() {
-            name
-        } else {
-            self.string(&f.system_name)
-        };
+        let system_name = self.string(&f.system_name);
         let filename = self.string(&f.filename);
         self.pb.function.push(PbFunction {
             id,
@@ -362,7 +361,6 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
                         .map(|name| LineInfo {
                             function: FunctionInfo {
                                 name: name.clone(),
-                                system_name: name.clone(),
                                 ..FunctionInfo::default()
                             },
                             line: 0,
