@@ -303,7 +303,8 @@ pub struct Options {
     pub build_ids: Vec<(String, String)>,
 }
 
-/// The pprof message for `profile`, with names from its symbol table (a profile without one gives
+/// The pprof message for `profile`, with names (and, where the table has them, source files and
+/// lines) from its symbol table (a profile without one gives
 /// locations without lines, which pprof symbolizes from the mappings' files if it can). Allocator
 /// frames are removed as [`crate::frames::interesting_start`] says, so flat lands on the code that
 /// allocated.
@@ -355,15 +356,21 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
                 }
                 None => 0,
             };
+            let positions = profile.symbols.as_ref().and_then(|s| s.lines.get(&key));
             let lines: Vec<LineInfo> = names_of(key)
                 .map(|n| {
                     n.iter()
-                        .map(|name| LineInfo {
-                            function: FunctionInfo {
-                                name: name.clone(),
-                                ..FunctionInfo::default()
-                            },
-                            line: 0,
+                        .enumerate()
+                        .map(|(i, name)| {
+                            let at = positions.and_then(|p| p.get(i)).and_then(Option::as_ref);
+                            LineInfo {
+                                function: FunctionInfo {
+                                    name: name.clone(),
+                                    filename: at.map(|p| p.file.clone()).unwrap_or_default(),
+                                    ..FunctionInfo::default()
+                                },
+                                line: at.map_or(0, |p| i64::from(p.line)),
+                            }
                         })
                         .collect()
                 })
@@ -416,10 +423,21 @@ mod tests {
             vec!["inlined_leaf".to_string(), "user_fn".to_string()],
         );
         names.insert(0x1300 - 1, vec!["main".to_string()]);
+        let mut lines = std::collections::BTreeMap::new();
+        lines.insert(
+            0x1200 - 1,
+            vec![
+                None,
+                Some(crate::model::SourceLine {
+                    file: "src/user.rs".into(),
+                    line: 47,
+                }),
+            ],
+        );
         p.symbols = Some(SymbolTable {
             binary: Some("/usr/bin/prog".into()),
             names,
-            ..SymbolTable::default()
+            lines,
         });
         for (bytes, objects) in [(1_000_000.4, 2.0), (2_000_000.6, 3.0)] {
             p.stacks.push(Stack {
@@ -449,6 +467,14 @@ mod tests {
         assert_eq!(function_name(&pb, s.location_id[0], 1), "user_fn");
         assert_eq!(function_name(&pb, s.location_id[1], 0), "main");
         assert_eq!(pb.location[s.location_id[0] as usize - 1].address, 0x11ff);
+        let user_line = &pb.location[s.location_id[0] as usize - 1].line[1];
+        assert_eq!(
+            user_line.line, 47,
+            "the containing function's position is kept"
+        );
+        let user_fn = &pb.function[user_line.function_id as usize - 1];
+        assert_eq!(pb.string_table[user_fn.filename as usize], "src/user.rs");
+        assert_eq!(pb.location[s.location_id[0] as usize - 1].line[0].line, 0);
     }
 
     #[test]
