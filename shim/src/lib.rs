@@ -213,6 +213,7 @@ pub use profiler::control::ConfigError;
 pub use profiler::pprof::{PprofOptions, SampleType};
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;
+pub use profiler::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
 pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
@@ -503,4 +504,60 @@ pub fn set_service(name: &str) -> Result<(), ConfigError> {
     })?;
     *base::sync::lock(&base::settings::SERVICE) = name;
     Ok(())
+}
+
+/// Runs `f` with `scope` current on this thread (nested scopes: the innermost wins), restoring
+/// the previous scope after, even if `f` panics. Allocations sampled meanwhile are charged to the
+/// scope wherever they are freed. A `&str` label is interned on each call: keep a [`Scope`] to
+/// enter a scope often.
+pub fn scope_sync<R>(scope: impl Into<Scope>, f: impl FnOnce() -> R) -> R {
+    let _scope = scope.into().enter();
+    f()
+}
+
+/// `future` with `scope` current on whichever thread polls it, during each poll (nested scopes:
+/// the innermost wins). It follows a task across a multi-threaded runtime's workers, with nothing
+/// looked up on the allocation path; it needs no particular runtime.
+///
+/// ```
+/// # async fn handle() {}
+/// # async fn run() {
+/// jeprof_shim::scope("tenant-42", handle()).await;
+/// # }
+/// ```
+pub fn scope<F: std::future::Future>(scope: impl Into<Scope>, future: F) -> Scoped<F> {
+    Scoped::new(scope.into(), future)
+}
+
+/// Every scope that allocated since start: estimated live objects and bytes with 95% intervals
+/// (memory allocated in the scope and not yet freed, wherever it went), and allocated since start.
+/// Computed from the live samples (one pass over them, under each shard's lock in turn).
+pub fn scopes() -> Vec<ScopeStats> {
+    profiler::scopes::all_scopes()
+}
+
+/// Calls `f` with [`scopes`] every `interval`, on a thread of its own, until the returned value is
+/// dropped. Fails only if the thread cannot be spawned.
+pub fn scope_report(
+    interval: std::time::Duration,
+    f: impl FnMut(&[ScopeStats]) + Send + 'static,
+) -> std::io::Result<ScopeReporter> {
+    profiler::scopes::scope_report(interval, f)
+}
+
+/// Writes a heap_v2 dump of `label`'s live samples only (in-use figures; jeprof reads it as any
+/// dump), atomically. An error if no scope has that label.
+pub fn dump_scope(label: &str, path: impl AsRef<Path>) -> Result<(), jeprof_dumpfmt::Error> {
+    profiler::scopes::dump_scope(label, path.as_ref())
+}
+
+/// The profile [`dump_scope`] writes, or `None` if no scope has that label.
+pub fn scope_snapshot(label: &str) -> Option<jeprof_dumpfmt::Profile> {
+    profiler::scopes::scope_profile(label)
+}
+
+/// Scope labels refused since start because 4,095 distinct labels were already interned (their
+/// allocations are charged to no scope).
+pub fn scope_labels_dropped() -> u64 {
+    parts::scopes::dropped()
 }

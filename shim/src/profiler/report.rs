@@ -63,13 +63,27 @@ pub struct Stats {
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
 /// may or may not be reflected.
 pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>) {
+    snapshot_of(symbolize_now, None)
+}
+
+/// [`snapshot`], or with `Some(scope)` the in-use figures of that scope's live samples only (no
+/// accumulated figures: those are kept per stack and thread, not per scope).
+pub(crate) fn snapshot_of(
+    symbolize_now: bool,
+    scope: Option<u16>,
+) -> (Profile, Option<SymbolizerCost>) {
     let _guard = Guard::enter();
     let period = settings::sample_rate();
     let mut live: Vec<LiveSample> = Vec::new();
     for shard in live_samples::LIVE.iter() {
         let shard = lock(shard);
         live.reserve(shard.len());
-        live.extend(shard.samples().copied());
+        live.extend(
+            shard
+                .samples()
+                .filter(|s| scope.is_none_or(|id| s.scope == id))
+                .copied(),
+        );
     }
     let mut stacks: Vec<Stack> = {
         let table = lock(&stacks::STACKS);
@@ -88,7 +102,12 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
     };
     // The thread tables, after the stack table's lock is released (lock order: tables first).
     // A stack interned since the copy above is left out, as a sample allocated since would be.
-    for thread_table in thread_tables() {
+    let tables = if scope.is_some() {
+        Vec::new()
+    } else {
+        thread_tables()
+    };
+    for thread_table in tables {
         let thread_table = lock(thread_table);
         for (id, thread, accum) in thread_table.figures() {
             let Some(stack) = stacks.get_mut(id as usize) else {
