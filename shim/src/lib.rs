@@ -196,6 +196,7 @@ use std::io::Write;
 use std::path::Path;
 
 mod base;
+mod exact;
 #[cfg(feature = "http")]
 pub mod http;
 mod parts;
@@ -204,6 +205,7 @@ mod profiler;
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
 };
+pub use exact::{ExactScopeStats, ExactScopes};
 #[cfg(feature = "http")]
 pub use http::serve;
 pub use jeprof_dumpfmt;
@@ -560,4 +562,11 @@ pub fn scope_snapshot(label: &str) -> Option<jeprof_dumpfmt::Profile> {
 /// allocations are charged to no scope).
 pub fn scope_labels_dropped() -> u64 {
     parts::scopes::dropped()
+}
+
+/// Every scope's exact figures under [`ExactScopes`] (empty when it is not the allocator): live
+/// bytes and blocks allocated in the scope and not yet freed, wherever they went, and bytes
+/// allocated since start.
+pub fn exact_scopes() -> Vec<ExactScopeStats> {
+    exact::all()
 }

@@ -98,6 +98,21 @@ pub(crate) fn scope() -> u16 {
     THREAD.try_with(|t| t.scope.get()).unwrap_or(0)
 }
 
+/// This thread's current scope, or 0 while the profiler itself runs on it (its tables are no
+/// scope's memory).
+#[inline]
+pub(crate) fn scope_outside_profiler() -> u16 {
+    THREAD
+        .try_with(|t| {
+            if t.in_profiler.get() {
+                0
+            } else {
+                t.scope.get()
+            }
+        })
+        .unwrap_or(0)
+}
+
 /// What every thread compares its state with, in a line of its own: both words are written
 /// rarely (a settings change, a thread's first sample) and read on the sampled path.
 #[repr(C, align(64))]
