@@ -66,9 +66,12 @@ pub mod model;
 pub mod output;
 pub mod pprof;
 pub mod read;
+pub mod scopes;
 pub mod write;
 
 pub use encode::Rounding;
 pub use error::Error;
-pub use model::{Counts, Estimate, Profile, Stack, SymbolTable, ThreadCounts, ThreadSummary};
+pub use model::{
+    Counts, Estimate, Profile, ScopeStack, Stack, SymbolTable, ThreadCounts, ThreadSummary,
+};
 pub use write::{HeaderPeriod, WriteOptions};

@@ -555,7 +555,7 @@ pub fn dump_scope(label: &str, path: impl AsRef<Path>) -> Result<(), jeprof_dump
 
 /// The profile [`dump_scope`] writes, or `None` if no scope has that label.
 pub fn scope_snapshot(label: &str) -> Option<jeprof_dumpfmt::Profile> {
-    profiler::scopes::scope_profile(label)
+    profiler::scopes::scope_profile(label, base::settings::symbolize())
 }
 
 /// Scope labels refused since start because 4,095 distinct labels were already interned (their

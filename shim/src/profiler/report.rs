@@ -3,10 +3,11 @@
 use std::io::Write;
 use std::path::Path;
 
-use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts};
+use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, ThreadCounts};
 
 use super::peak::{self, PEAK};
 use super::sampled_path::{current_unwinder, dropped, Dropped};
+use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
@@ -144,10 +145,33 @@ pub(crate) fn snapshot_of(
             }),
         }
     }
+    // Per scope and stack, the in-use figures of the scoped live samples (before the stacks are
+    // filtered, while a sample's stack id still indexes them).
+    let mut by_scope: Map<(u32, u16), Estimate> = Map::default();
+    for sample in live.iter().filter(|s| s.scope != 0) {
+        by_scope
+            .entry((sample.stack, sample.scope))
+            .or_default()
+            .add(&sample.estimate());
+    }
+    let mut by_scope: Vec<((u32, u16), Estimate)> = by_scope.into_iter().collect();
+    // In stack then scope order, so that dumps of the same heap are the same.
+    by_scope.sort_unstable_by_key(|(k, _)| *k);
+    let scopes: Vec<ScopeStack> = by_scope
+        .into_iter()
+        .filter_map(|((stack, scope), inuse)| {
+            Some(ScopeStack {
+                scope: crate::parts::scopes::label(scope)?.to_string(),
+                frames: stacks.get(stack as usize)?.frames.clone(),
+                inuse,
+            })
+        })
+        .collect();
     stacks.retain(|s| !s.counts.is_zero());
 
     let mut profile = Profile::new(period);
     profile.stacks = stacks;
+    profile.scopes = scopes;
     profile.threads = profile.thread_summaries();
     profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
     let stats = stats();

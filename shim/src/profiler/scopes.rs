@@ -168,10 +168,11 @@ pub(crate) fn all_scopes() -> Vec<ScopeStats> {
         .collect()
 }
 
-/// The heap_v2 profile of `label`'s live samples; `None` if no such label was interned.
-pub(crate) fn scope_profile(label: &str) -> Option<jeprof_dumpfmt::Profile> {
+/// The heap_v2 profile of `label`'s live samples (symbolized when `symbolize_now`); `None` if no
+/// such label was interned.
+pub(crate) fn scope_profile(label: &str, symbolize_now: bool) -> Option<jeprof_dumpfmt::Profile> {
     let id = scopes::find(label)?;
-    let mut profile = report::snapshot_of(settings::symbolize(), Some(id)).0;
+    let mut profile = report::snapshot_of(symbolize_now, Some(id)).0;
     profile
         .annotations
         .push(("shim_scope".into(), label.to_string()));
@@ -181,13 +182,14 @@ pub(crate) fn scope_profile(label: &str) -> Option<jeprof_dumpfmt::Profile> {
 /// Writes `label`'s profile to `path` atomically; an error naming the label if it is unknown.
 pub(crate) fn dump_scope(label: &str, path: &Path) -> Result<(), jeprof_dumpfmt::Error> {
     let _guard = Guard::enter();
-    let profile = scope_profile(label).ok_or_else(|| jeprof_dumpfmt::Error::Io {
-        file: Some(path.to_path_buf()),
-        source: std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("no scope labelled `{label}` has been entered in this process"),
-        ),
-    })?;
+    let profile =
+        scope_profile(label, settings::symbolize()).ok_or_else(|| jeprof_dumpfmt::Error::Io {
+            file: Some(path.to_path_buf()),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no scope labelled `{label}` has been entered in this process"),
+            ),
+        })?;
     jeprof_dumpfmt::write::write_file(&profile, path, &jeprof_dumpfmt::WriteOptions::default())
 }
 
