@@ -16,6 +16,7 @@
 //!   ([`merge::merge_files`]), and how the result's figures become integers
 //!   ([`merge::OutputRounding`]);
 //! - [`pprof`]: `profile.proto` output;
+//! - [`scopes`]: reports of one scope, and per-scope totals, from dumps that carry scopes;
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);
 //! - [`symbolize`]: names for a dump's addresses (its symbol section, else the binaries its memory
@@ -82,6 +83,7 @@ pub mod merge;
 pub mod names;
 pub mod pprof;
 pub mod report;
+pub mod scopes;
 pub mod symbolize;
 
 use std::path::{Path, PathBuf};
