@@ -137,6 +137,19 @@
 //! addresses and the memory map. Nothing the listener allocates is sampled. See the `http` module
 //! and `docs/design.md` §11.
 //!
+//! ## Memory per scope
+//! A [`Scope`] (a label interned into a 16-bit id; at most 4,095) is made current on a thread by
+//! [`Scope::enter`] or [`scope_sync`], or on whichever thread polls a future by [`scope()`]; nested
+//! scopes: the innermost wins. Each sample records the scope current at allocation and its free
+//! credits that scope wherever it happens, so [`scopes`] gives per scope the estimated live bytes
+//! and objects of what it allocated and has not freed (memory moved to other tasks included), with
+//! 95% intervals, and what it allocated since start; the fast path never reads the scope.
+//! [`scope_report`] calls back periodically, [`dump_scope`] writes one scope's dump, whole dumps
+//! carry per-scope `# scope` comment lines, pprof labels scoped samples `scope=<label>`, and the
+//! HTTP heap endpoints take `?scope=`. [`ExactScopes`] (opt-in, as the global allocator type)
+//! counts exactly with a `max(16, align)`-byte header per block ([`exact_scopes`]). See
+//! `docs/design.md` §12.
+//!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
 //!   [`jeprof_dumpfmt::Estimate::bytes_interval_95`] is a 95% interval (tested over 100 seeds:
