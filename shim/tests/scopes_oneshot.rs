@@ -81,4 +81,26 @@ fn memory_sent_from_one_task_to_another_stays_charged_to_the_allocating_scope() 
             "{scope:?}"
         );
     }
+
+    // The periodic report sees the same figures, and stops when its handle is dropped.
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&calls);
+    let reporter = jeprof_shim::scope_report(Duration::from_millis(5), move |scopes| {
+        let a = scopes.iter().find(|s| s.label == "task-a");
+        assert_eq!(a.map(|a| a.live_samples), Some(0), "task-a reported");
+        counted.fetch_add(1, Ordering::Relaxed);
+    })
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while calls.load(Ordering::Relaxed) < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(reporter);
+    let after_stop = calls.load(Ordering::Relaxed);
+    assert!(after_stop >= 3, "{after_stop} reports in 10 s");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(calls.load(Ordering::Relaxed), after_stop);
 }
