@@ -79,7 +79,14 @@ fn header(align: usize) -> usize {
 #[inline(always)]
 fn outer_layout(size: usize, align: usize) -> Option<Layout> {
     let h = header(align);
-    Layout::from_size_align(size.checked_add(h)?, h).ok()
+    let total = size.checked_add(h)?;
+    // `Layout::from_size_align`'s own checks, less the power-of-two test (every alignment is one,
+    // and so is 16): the total rounded up to `h` must not exceed `isize::MAX`.
+    if total > isize::MAX as usize - (h - 1) {
+        return None;
+    }
+    // SAFETY: `h` is a non-zero power of two and `total` rounded up to it fits in `isize` (above).
+    Some(unsafe { Layout::from_size_align_unchecked(total, h) })
 }
 
 /// Charges `size` bytes to `scope` (a new block, or the growth of one).
