@@ -162,7 +162,8 @@
 //!   destruction work (they are sampled or passed through, never lost).
 //! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
 //!   everywhere: the writer's dump in progress, symbolizer, unwinder, arena creation,
-//!   `dump_on_exit`, `dump_prefix`, `service`, the `http` address, the list of written dumps,
+//!   `dump_on_exit`, `dump_prefix`, `service`, the `http` address, the scope labels, the list of
+//!   written dumps,
 //!   windows, peak tracker, thread-table registry, thread tables, stack table, live shards), so a
 //!   child can allocate and dump while other threads of the parent were inside the profiler
 //!   (tested); a child gets a dump writer of its own when automatic dumps are on (tested).

@@ -11,7 +11,7 @@
 //! scope's id, computed when asked, so a sampled free costs nothing more than before and memory
 //! moved between scopes is credited to the scope that allocated it wherever it is freed. What
 //! cannot be recomputed from the live samples (what was allocated and freed since start) is kept
-//! per scope here, behind one small lock per scope, taken once per sample.
+//! per scope here, in atomics added to once per sample (no lock, so none for a fork to inherit).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -31,7 +31,7 @@ pub(crate) const MAX_SCOPES: usize = 4096;
 const INDEX_SLOTS: usize = 2 * MAX_SCOPES;
 
 /// Labels by id, and the index that finds a label's id.
-struct Names {
+pub(crate) struct Names {
     /// `labels[id]` for every interned id (`labels[0]`, "no scope", stays `None`).
     labels: [Option<&'static str>; MAX_SCOPES],
     /// Ids by hash of the label, linear probing; 0 marks an empty slot.
@@ -40,7 +40,9 @@ struct Names {
     len: usize,
 }
 
-static NAMES: Mutex<Names> = Mutex::new(Names::new());
+/// Taken only with no other profiler lock held, and nothing but the inner allocator is called
+/// under it (a new label's copy, inside the re-entrancy guard); the fork handlers hold it too.
+pub(crate) static NAMES: Mutex<Names> = Mutex::new(Names::new());
 
 /// Labels refused because the table was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -137,21 +139,47 @@ pub(crate) fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
+/// An `f64` added to atomically (its bits in an `AtomicU64`), so the sampled path takes no lock
+/// for a scope's figures and a fork never finds one held.
+struct AtomicF64(AtomicU64);
+
+impl AtomicF64 {
+    const fn zero() -> AtomicF64 {
+        AtomicF64(AtomicU64::new(0))
+    }
+
+    fn add(&self, x: f64) {
+        // Ordering: a statistics figure, read on its own; the compare-exchange loop makes the
+        // additions of concurrent samples all count.
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + x).to_bits())
+            });
+    }
+
+    fn get(&self) -> f64 {
+        // Ordering: see `add`.
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// One scope's allocated-since-start estimate: objects, bytes and their variances.
+struct Allocated([AtomicF64; 4]);
+
 /// Per scope, the estimate of what its samples stand for since start (every sample charged to the
-/// scope, freed or not), with variances.
-static ALLOCATED: [Mutex<Estimate>; MAX_SCOPES] = [const {
-    Mutex::new(Estimate {
-        objects: 0.0,
-        bytes: 0.0,
-        objects_variance: 0.0,
-        bytes_variance: 0.0,
-    })
-}; MAX_SCOPES];
+/// scope, freed or not), with variances. The four figures are added one by one, so a reader racing
+/// a sample may see some of them with it and some without: statistics, not an invariant.
+static ALLOCATED: [Allocated; MAX_SCOPES] =
+    [const { Allocated([const { AtomicF64::zero() }; 4]) }; MAX_SCOPES];
 
 /// Charges a sample's estimate to `scope`'s allocated figures.
 pub(crate) fn charge(scope: u16, estimate: &Estimate) {
-    if let Some(total) = ALLOCATED.get(scope as usize) {
-        lock(total).add(estimate);
+    if let Some(Allocated(total)) = ALLOCATED.get(scope as usize) {
+        total[0].add(estimate.objects);
+        total[1].add(estimate.bytes);
+        total[2].add(estimate.objects_variance);
+        total[3].add(estimate.bytes_variance);
     }
 }
 
@@ -159,7 +187,12 @@ pub(crate) fn charge(scope: u16, estimate: &Estimate) {
 pub(crate) fn allocated(scope: u16) -> Estimate {
     ALLOCATED
         .get(scope as usize)
-        .map(|total| *lock(total))
+        .map(|Allocated(total)| Estimate {
+            objects: total[0].get(),
+            bytes: total[1].get(),
+            objects_variance: total[2].get(),
+            bytes_variance: total[3].get(),
+        })
         .unwrap_or_default()
 }
 
