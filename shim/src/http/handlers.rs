@@ -476,6 +476,32 @@ mod tests {
     }
 
     #[test]
+    fn scope_queries_serve_an_entered_scope_and_refuse_unknown_ones_and_windows() {
+        {
+            let _guard = Guard::enter();
+            crate::parts::scopes::intern("http-unit-scope");
+        }
+        let text = handle(&Request::get(
+            "/debug/pprof/heap?scope=http-unit-scope&debug=1",
+        ));
+        assert_eq!(text.status, 200);
+        let body = String::from_utf8(text.body).unwrap();
+        assert!(body.contains("# shim_scope: http-unit-scope"), "{body}");
+        assert_eq!(
+            handle(&Request::get("/pprof/heap?scope=http-unit-scope")).status,
+            200
+        );
+        for (target, status) in [
+            ("/debug/pprof/heap?scope=never-entered", 404),
+            ("/pprof/heap?scope=never-entered", 404),
+            ("/debug/pprof/heap?scope=http-unit-scope&seconds=1", 400),
+            ("/debug/pprof/peak?scope=http-unit-scope", 400),
+        ] {
+            assert_eq!(handle(&Request::get(target)).status, status, "{target}");
+        }
+    }
+
+    #[test]
     fn routing_refuses_unknown_paths_and_methods() {
         assert_eq!(handle(&Request::get("/debug/pprof/profile")).status, 404);
         assert_eq!(handle(&Request::get("/pprof/heap/")).status, 404);
