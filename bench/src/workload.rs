@@ -47,6 +47,12 @@ pub struct Timing {
 /// has taken a sample) out of what is timed: what remains is the cost per allocation of a
 /// long-running process.
 pub fn run(churn: &Churn) -> Timing {
+    run_in_scopes(churn, 0)
+}
+
+/// [`run`] with thread `t` inside the jeprof-shim scope `churn-<t mod scopes>` (0: no scope), so
+/// that a profiler's scopes pay whatever they cost per allocation.
+pub fn run_in_scopes(churn: &Churn, scopes: u64) -> Timing {
     let process_before = process_cpu_time();
     let threads = churn.threads as usize;
     let barrier = Arc::new(Barrier::new(threads + 1));
@@ -59,6 +65,9 @@ pub fn run(churn: &Churn) -> Timing {
                 ..
             } = *churn;
             std::thread::spawn(move || {
+                let _scope = (scopes > 0).then(|| {
+                    jeprof_shim::Scope::new(&format!("churn-{}", t as u64 % scopes)).enter()
+                });
                 let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
                 let mut next = move || {
                     state ^= state << 13;

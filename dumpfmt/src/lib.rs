@@ -66,11 +66,13 @@ pub mod model;
 pub mod output;
 pub mod pprof;
 pub mod read;
+pub mod scopes;
 pub mod write;
 
 pub use encode::Rounding;
 pub use error::Error;
 pub use model::{
-    Counts, Estimate, Profile, SourceLine, Stack, SymbolTable, ThreadCounts, ThreadSummary,
+    Counts, Estimate, Profile, ScopeStack, SourceLine, Stack, SymbolTable, ThreadCounts,
+    ThreadSummary,
 };
 pub use write::{HeaderPeriod, WriteOptions};

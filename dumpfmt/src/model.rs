@@ -194,6 +194,20 @@ pub struct Profile {
     /// `key: value` notes written as `# key: value` comment lines, which jeprof and other readers
     /// ignore (the shim records dropped samples there).
     pub annotations: Vec<(String, String)>,
+    /// In-use figures per scope and stack, when the producer recorded scopes (written as
+    /// `# scope` comment lines, which jeprof ignores; see [`crate::scopes`]).
+    pub scopes: Vec<ScopeStack>,
+}
+
+/// One scope's in-use figures at one stack.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScopeStack {
+    /// The scope's label.
+    pub scope: String,
+    /// The stack's frames, as in [`Stack::frames`].
+    pub frames: Vec<u64>,
+    /// What the scope's live samples at that stack stand for.
+    pub inuse: Estimate,
 }
 
 impl Profile {

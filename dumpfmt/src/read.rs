@@ -632,6 +632,26 @@ fn read_body<F: FnMut(&Profile, Stack)>(
                 counts.accum.objects_variance = v[2];
                 counts.accum.bytes_variance = v[3];
                 current_has_variance = true;
+            } else if let Some(rest) = text.strip_prefix("scope ") {
+                let Some(stack) = &current else {
+                    return Err(malformed(
+                        no,
+                        raw,
+                        "a `# scope` line only after a `@` stack line",
+                    ));
+                };
+                let (inuse, scope) = crate::scopes::parse_scope_line(rest).ok_or_else(|| {
+                    malformed(
+                        no,
+                        raw,
+                        "`# scope <objects> <bytes> <objects variance> <bytes variance> <label>`",
+                    )
+                })?;
+                profile.scopes.push(crate::model::ScopeStack {
+                    scope,
+                    frames: stack.frames.clone(),
+                    inuse,
+                });
             } else if current.is_none() {
                 if let Some((k, v)) = text.split_once(':') {
                     let (k, v) = (k.trim(), v.trim());

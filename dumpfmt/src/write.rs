@@ -20,6 +20,8 @@
 //!   t*: <n>: <s> [<n>: <s>]
 //!   t<uid>: <n>: <s> [<n>: <s>]
 //!   # var <objs> <bytes> <objs> <bytes>    this entry's variances, for our reader
+//!   # scope <objs> <bytes> <objs var> <bytes var> <label>   per-scope in-use figures
+//!                                 ([`crate::scopes`]), after a stack's first entry
 //!
 //! MAPPED_LIBRARIES:
 //! <maps text>
@@ -236,6 +238,12 @@ fn write_unbuffered(
             v.replace('\n', " ")
         )?;
     }
+    // Per-scope figures by frames, each written once, after the first entry with those frames.
+    let mut scopes: std::collections::HashMap<&[u64], Vec<&crate::model::ScopeStack>> =
+        std::collections::HashMap::new();
+    for s in &profile.scopes {
+        scopes.entry(&s.frames).or_default().push(s);
+    }
     for stack in &profile.stacks {
         let aggregate = encode_counts(&stack.counts, period, options.rounding);
         let threads: Vec<(u64, Vec<(Pair, Pair)>)> = stack
@@ -279,6 +287,20 @@ fn write_unbuffered(
                 [0.0; 4]
             };
             writeln!(out, "  # var {:e} {:e} {:e} {:e}", v[0], v[1], v[2], v[3])?;
+            if record == 0 {
+                for s in scopes.remove(stack.frames.as_slice()).unwrap_or_default() {
+                    let e = &s.inuse;
+                    writeln!(
+                        out,
+                        "  # scope {:e} {:e} {:e} {:e} {}",
+                        e.objects,
+                        e.bytes,
+                        e.objects_variance,
+                        e.bytes_variance,
+                        crate::scopes::written_label(&s.scope)
+                    )?;
+                }
+            }
         }
     }
     if let Some(maps) = &profile.mapped_libraries {

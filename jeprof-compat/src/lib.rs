@@ -16,6 +16,7 @@
 //!   ([`merge::merge_files`]), and how the result's figures become integers
 //!   ([`merge::OutputRounding`]);
 //! - [`pprof`]: `profile.proto` output;
+//! - [`scopes`]: reports of one scope, and per-scope totals, from dumps that carry scopes;
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);
 //! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
@@ -94,6 +95,7 @@ pub mod merge;
 pub mod names;
 pub mod pprof;
 pub mod report;
+pub mod scopes;
 pub mod symbolize;
 pub mod views;
 

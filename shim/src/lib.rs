@@ -142,6 +142,19 @@
 //! addresses and the memory map. Nothing the listener allocates is sampled. See the `http` module
 //! and `docs/design.md` §11.
 //!
+//! ## Memory per scope
+//! A [`Scope`] (a label interned into a 16-bit id; at most 4,095) is made current on a thread by
+//! [`Scope::enter`] or [`scope_sync`], or on whichever thread polls a future by [`scope()`]; nested
+//! scopes: the innermost wins. Each sample records the scope current at allocation and its free
+//! credits that scope wherever it happens, so [`scopes`] gives per scope the estimated live bytes
+//! and objects of what it allocated and has not freed (memory moved to other tasks included), with
+//! 95% intervals, and what it allocated since start; the fast path never reads the scope.
+//! [`scope_report`] calls back periodically, [`dump_scope`] writes one scope's dump, whole dumps
+//! carry per-scope `# scope` comment lines, pprof labels scoped samples `scope=<label>`, and the
+//! HTTP heap endpoints take `?scope=`. [`ExactScopes`] (opt-in, as the global allocator type)
+//! counts exactly with a `max(16, align)`-byte header per block ([`exact_scopes`]). See
+//! `docs/design.md` §12.
+//!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so
 //!   [`jeprof_dumpfmt::Estimate::bytes_interval_95`] is a 95% interval (tested over 100 seeds:
@@ -154,7 +167,8 @@
 //!   destruction work (they are sampled or passed through, never lost).
 //! - `fork`: `pthread_atfork` handlers hold every profiler lock across `fork` (in one order used
 //!   everywhere: the writer's dump in progress, symbolizer, unwinder, arena creation,
-//!   `dump_on_exit`, `dump_prefix`, `service`, the `http` address, the list of written dumps,
+//!   `dump_on_exit`, `dump_prefix`, `service`, the `http` address, the scope labels, the list of
+//!   written dumps,
 //!   windows, peak tracker, thread-table registry, thread tables, stack table, live shards), so a
 //!   child can allocate and dump while other threads of the parent were inside the profiler
 //!   (tested); a child gets a dump writer of its own when automatic dumps are on (tested).
@@ -201,6 +215,7 @@ use std::io::Write;
 use std::path::Path;
 
 mod base;
+mod exact;
 #[cfg(feature = "http")]
 pub mod http;
 mod parts;
@@ -209,6 +224,7 @@ mod profiler;
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
 };
+pub use exact::{ExactScopeStats, ExactScopes};
 #[cfg(feature = "http")]
 pub use http::serve;
 pub use jeprof_dumpfmt;
@@ -218,6 +234,7 @@ pub use profiler::control::ConfigError;
 pub use profiler::pprof::{PprofOptions, SampleType};
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;
+pub use profiler::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
 pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
@@ -508,4 +525,67 @@ pub fn set_service(name: &str) -> Result<(), ConfigError> {
     })?;
     *base::sync::lock(&base::settings::SERVICE) = name;
     Ok(())
+}
+
+/// Runs `f` with `scope` current on this thread (nested scopes: the innermost wins), restoring
+/// the previous scope after, even if `f` panics. Allocations sampled meanwhile are charged to the
+/// scope wherever they are freed. A `&str` label is interned on each call: keep a [`Scope`] to
+/// enter a scope often.
+pub fn scope_sync<R>(scope: impl Into<Scope>, f: impl FnOnce() -> R) -> R {
+    let _scope = scope.into().enter();
+    f()
+}
+
+/// `future` with `scope` current on whichever thread polls it, during each poll (nested scopes:
+/// the innermost wins). It follows a task across a multi-threaded runtime's workers, with nothing
+/// looked up on the allocation path; it needs no particular runtime.
+///
+/// ```
+/// # async fn handle() {}
+/// # async fn run() {
+/// jeprof_shim::scope("tenant-42", handle()).await;
+/// # }
+/// ```
+pub fn scope<F: std::future::Future>(scope: impl Into<Scope>, future: F) -> Scoped<F> {
+    Scoped::new(scope.into(), future)
+}
+
+/// Every scope that allocated since start: estimated live objects and bytes with 95% intervals
+/// (memory allocated in the scope and not yet freed, wherever it went), and allocated since start.
+/// Computed from the live samples (one pass over them, under each shard's lock in turn).
+pub fn scopes() -> Vec<ScopeStats> {
+    profiler::scopes::all_scopes()
+}
+
+/// Calls `f` with [`scopes`] every `interval`, on a thread of its own, until the returned value is
+/// dropped. Fails only if the thread cannot be spawned.
+pub fn scope_report(
+    interval: std::time::Duration,
+    f: impl FnMut(&[ScopeStats]) + Send + 'static,
+) -> std::io::Result<ScopeReporter> {
+    profiler::scopes::scope_report(interval, f)
+}
+
+/// Writes a heap_v2 dump of `label`'s live samples only (in-use figures; jeprof reads it as any
+/// dump), atomically. An error if no scope has that label.
+pub fn dump_scope(label: &str, path: impl AsRef<Path>) -> Result<(), jeprof_dumpfmt::Error> {
+    profiler::scopes::dump_scope(label, path.as_ref())
+}
+
+/// The profile [`dump_scope`] writes, or `None` if no scope has that label.
+pub fn scope_snapshot(label: &str) -> Option<jeprof_dumpfmt::Profile> {
+    profiler::scopes::scope_profile(label, base::settings::symbolize())
+}
+
+/// Scope labels refused since start because 4,095 distinct labels were already interned (their
+/// allocations are charged to no scope).
+pub fn scope_labels_dropped() -> u64 {
+    parts::scopes::dropped()
+}
+
+/// Every scope's exact figures under [`ExactScopes`] (empty when it is not the allocator): live
+/// bytes and blocks allocated in the scope and not yet freed, wherever they went, and bytes
+/// allocated since start.
+pub fn exact_scopes() -> Vec<ExactScopeStats> {
+    exact::all()
 }

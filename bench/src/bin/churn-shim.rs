@@ -25,6 +25,15 @@ struct Cli {
 enum Task {
     /// The churn; prints elapsed_ns, cpu_ns, samples, unwinder.
     Churn(Churn),
+    /// The churn with each thread in a scope; prints what `churn` prints, and each scope's live
+    /// estimate at the end (after the threads freed their blocks: about 0).
+    ChurnScoped {
+        #[command(flatten)]
+        churn: Churn,
+        /// Distinct scopes the threads are spread over.
+        #[arg(long, default_value_t = 2)]
+        scopes: u64,
+    },
     /// Times allocations of 64 B made 40 frames deep, first with the configured sampling, then
     /// with sampling off; prints sampled_ns and unsampled_ns per allocation, samples, frames.
     SampleCost {
@@ -58,6 +67,14 @@ enum Task {
 
 fn main() {
     match Cli::parse().task {
+        Task::ChurnScoped { churn, scopes } => {
+            workload::print_timing(&workload::run_in_scopes(&churn, scopes));
+            let stats = jeprof_shim::stats();
+            println!("samples {}", stats.samples_taken);
+            for s in jeprof_shim::scopes() {
+                println!("scope_live_bytes_estimate {} {:.0}", s.label, s.live.bytes);
+            }
+        }
         Task::Churn(churn) => {
             workload::print_timing(&workload::run(&churn));
             let stats = jeprof_shim::stats();

@@ -320,6 +320,13 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
         .map(maps::parse_maps)
         .unwrap_or_default();
     let names = profile.symbols.as_ref().map(|s| &s.names);
+    // Per-scope figures by frames ([`Profile::scopes`]), each used once, at the first stack with
+    // those frames.
+    let mut scopes: std::collections::HashMap<&[u64], Vec<&crate::model::ScopeStack>> =
+        std::collections::HashMap::new();
+    for s in &profile.scopes {
+        scopes.entry(&s.frames).or_default().push(s);
+    }
     let mut keys = Vec::new();
     for stack in &profile.stacks {
         keys.clear();
@@ -377,7 +384,23 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
                 .unwrap_or_default();
             ids.push(b.location(mapping_id, key, &lines));
         }
-        b.sample(ids, &stack.counts, &[]);
+        // A stack's in-use figures split by scope: one sample labelled `scope=<label>` per scope,
+        // and the rest (in-use of no scope, and everything allocated) without the label.
+        let mut rest = stack.counts;
+        let by_scope = scopes.remove(stack.frames.as_slice()).unwrap_or_default();
+        let split = !by_scope.is_empty();
+        for s in by_scope {
+            let scoped = Counts {
+                inuse: s.inuse,
+                accum: crate::Estimate::default(),
+            };
+            b.sample(ids.clone(), &scoped, &[("scope", &s.scope)]);
+            rest.inuse.objects = (rest.inuse.objects - s.inuse.objects).max(0.0);
+            rest.inuse.bytes = (rest.inuse.bytes - s.inuse.bytes).max(0.0);
+        }
+        if !(split && rest.is_zero()) {
+            b.sample(ids, &rest, &[]);
+        }
     }
     b.finish()
 }
@@ -489,6 +512,47 @@ mod tests {
         let m = &pb.mapping[0];
         assert!(m.has_functions, "every location has names");
         assert!(!m.has_line_numbers, "no line is known");
+    }
+
+    #[test]
+    fn a_stacks_scoped_figures_become_samples_labelled_with_their_scope() {
+        let mut profile = Profile::new(512);
+        let e = |bytes: f64| crate::Estimate {
+            objects: bytes / 100.0,
+            bytes,
+            ..Default::default()
+        };
+        profile.stacks.push(crate::Stack {
+            frames: vec![0x1000],
+            counts: Counts {
+                inuse: e(1000.0),
+                accum: e(3000.0),
+            },
+            threads: Vec::new(),
+        });
+        profile.scopes.push(crate::ScopeStack {
+            scope: "tenant-7".into(),
+            frames: vec![0x1000],
+            inuse: e(600.0),
+        });
+        let pb = from_profile(&profile, &Options::default());
+        let s = |i: i64| pb.string_table[i as usize].as_str();
+        assert_eq!(pb.sample.len(), 2);
+        let scoped: Vec<_> = pb
+            .sample
+            .iter()
+            .filter(|x| {
+                x.label
+                    .iter()
+                    .any(|l| s(l.key) == "scope" && s(l.str) == "tenant-7")
+            })
+            .collect();
+        assert_eq!(scoped.len(), 1);
+        assert_eq!(scoped[0].value, vec![6, 600, 0, 0]);
+        let total: Vec<i64> = (0..4)
+            .map(|i| pb.sample.iter().map(|x| x.value[i]).sum())
+            .collect();
+        assert_eq!(total, vec![10, 1000, 30, 3000]);
     }
 
     #[test]

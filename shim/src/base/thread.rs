@@ -52,6 +52,10 @@ pub(crate) struct ThreadState {
     /// This thread's explicit jemalloc tcache for the sampled arena, in the sampled arena's
     /// encoding; 0 until the arena first asks.
     pub(crate) sampled_tcache: Cell<u32>,
+    /// The scope this thread's allocations are charged to (the scopes' interned id; 0: none). Set
+    /// by scope guards and the `scope` future around each poll; read only on the sampled path,
+    /// so the fast path is unchanged. In what was this line's padding.
+    pub(crate) scope: Cell<u16>,
     /// True while the profiler itself runs on this thread: its allocations are never sampled.
     in_profiler: Cell<bool>,
 }
@@ -69,6 +73,7 @@ thread_local! {
             stack_top: Cell::new(0),
             table: Cell::new(None),
             sampled_tcache: Cell::new(0),
+            scope: Cell::new(0),
             in_profiler: Cell::new(false),
         }
     };
@@ -78,6 +83,34 @@ thread_local! {
 #[inline(always)]
 pub(crate) fn with_thread<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
     THREAD.try_with(f).ok()
+}
+
+/// Makes `scope` this thread's current scope and returns the previous one (0 if the
+/// thread-local is unavailable, which it never is on Linux).
+#[inline]
+pub(crate) fn replace_scope(scope: u16) -> u16 {
+    THREAD.try_with(|t| t.scope.replace(scope)).unwrap_or(0)
+}
+
+/// This thread's current scope (0: none).
+#[inline]
+pub(crate) fn scope() -> u16 {
+    THREAD.try_with(|t| t.scope.get()).unwrap_or(0)
+}
+
+/// This thread's current scope, or 0 while the profiler itself runs on it (its tables are no
+/// scope's memory).
+#[inline]
+pub(crate) fn scope_outside_profiler() -> u16 {
+    THREAD
+        .try_with(|t| {
+            if t.in_profiler.get() {
+                0
+            } else {
+                t.scope.get()
+            }
+        })
+        .unwrap_or(0)
 }
 
 /// What every thread compares its state with, in a line of its own: both words are written

@@ -12,7 +12,7 @@ use crate::base::settings;
 use crate::base::thread::Guard;
 use crate::parts::symbolize;
 use crate::profiler::pprof::{encode, PprofOptions, SampleType};
-use crate::profiler::{auto_dump, report};
+use crate::profiler::{auto_dump, report, scopes};
 
 /// The longest `?seconds=` window a request may ask for (Go's handler has no cap of its own; a
 /// bounded wait keeps a worker from being held indefinitely).
@@ -125,7 +125,7 @@ pub fn handle(request: &Request<'_>) -> Response {
         "/debug/pprof/heap" => go_heap(&params, SampleType::InuseSpace),
         "/debug/pprof/allocs" => go_heap(&params, SampleType::AllocSpace),
         "/debug/pprof/peak" => peak(&params),
-        "/pprof/heap" => legacy_heap(),
+        "/pprof/heap" => legacy_heap(&params),
         "/pprof/symbol" if request.method == "POST" => symbols(request.body),
         // jeprof's CheckSymbolPage only asks whether symbols can be had at all.
         "/pprof/symbol" => Response::ok("text/plain", b"num_symbols: 1\n".to_vec()),
@@ -134,10 +134,12 @@ pub fn handle(request: &Request<'_>) -> Response {
 }
 
 /// The query parameters Go's `/debug/pprof/heap` takes: `seconds`, `debug`, `gc` (accepted and
-/// ignored: there is no collector to run). Others are ignored, as Go does.
+/// ignored: there is no collector to run), and ours, `scope` (one scope's live samples). Others
+/// are ignored, as Go does.
 struct Params {
     seconds: Option<u64>,
     debug: u64,
+    scope: Option<String>,
 }
 
 impl Params {
@@ -162,9 +164,18 @@ impl Params {
             }
         }
         number("gc")?;
+        let scope = values.get("scope").cloned();
+        if scope.is_some() && seconds.is_some() {
+            return Err(
+                "`scope` and `seconds` together: a window's samples are not kept per \
+                        scope; ask for one or the other"
+                    .into(),
+            );
+        }
         Ok(Params {
             seconds,
             debug: number("debug")?.unwrap_or(0),
+            scope,
         })
     }
 }
@@ -178,6 +189,12 @@ fn go_heap(params: &Params, first: SampleType) -> Response {
         default_sample_type: first,
         ..PprofOptions::default()
     };
+    if let Some(label) = &params.scope {
+        return match scopes::scope_profile(label, false) {
+            Some(profile) => respond(profile, params, &options),
+            None => unknown_scope(label),
+        };
+    }
     let profile = match params.seconds {
         None => report::snapshot(false).0,
         Some(seconds) => {
@@ -208,6 +225,12 @@ fn go_heap(params: &Params, first: SampleType) -> Response {
 fn peak(params: &Params) -> Response {
     if params.seconds.is_some() {
         return Response::error(400, "`seconds` means nothing for the peak profile");
+    }
+    if params.scope.is_some() {
+        return Response::error(
+            400,
+            "`scope` is not served for the peak profile (ask /debug/pprof/heap?scope=…)",
+        );
     }
     let options = PprofOptions {
         comments: vec![
@@ -314,8 +337,22 @@ impl Drop for WindowSlot {
 
 /// `/pprof/heap` for the legacy jeprof: heap_v2 text without symbols (jeprof posts the addresses
 /// it needs to `/pprof/symbol`, so only those are symbolized).
-fn legacy_heap() -> Response {
-    heap_v2(&report::snapshot(false).0, false)
+fn legacy_heap(params: &Params) -> Response {
+    match &params.scope {
+        None => heap_v2(&report::snapshot(false).0, false),
+        Some(label) => match scopes::scope_profile(label, false) {
+            Some(profile) => heap_v2(&profile, false),
+            None => unknown_scope(label),
+        },
+    }
+}
+
+/// 404 for `?scope=` naming a label never entered.
+fn unknown_scope(label: &str) -> Response {
+    Response::error(
+        404,
+        format_args!("no scope labelled `{label}` has been entered in this process"),
+    )
 }
 
 /// `POST /pprof/symbol`: the body is `0x<hex>+0x<hex>+...` (jeprof's `FetchSymbols`); the reply
@@ -423,6 +460,8 @@ mod tests {
         assert_eq!((p.seconds, p.debug), (Some(30), 1));
         let p = Params::parse("").unwrap();
         assert_eq!((p.seconds, p.debug), (None, 0));
+        let p = Params::parse("scope=tenant%2042&debug=1").unwrap();
+        assert_eq!(p.scope.as_deref(), Some("tenant 42"));
         for bad in [
             "seconds=",
             "seconds=1.5",
@@ -430,8 +469,35 @@ mod tests {
             "seconds=301",
             "debug=x",
             "gc=-1",
+            "scope=a&seconds=5",
         ] {
             assert!(Params::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn scope_queries_serve_an_entered_scope_and_refuse_unknown_ones_and_windows() {
+        {
+            let _guard = Guard::enter();
+            crate::parts::scopes::intern("http-unit-scope");
+        }
+        let text = handle(&Request::get(
+            "/debug/pprof/heap?scope=http-unit-scope&debug=1",
+        ));
+        assert_eq!(text.status, 200);
+        let body = String::from_utf8(text.body).unwrap();
+        assert!(body.contains("# shim_scope: http-unit-scope"), "{body}");
+        assert_eq!(
+            handle(&Request::get("/pprof/heap?scope=http-unit-scope")).status,
+            200
+        );
+        for (target, status) in [
+            ("/debug/pprof/heap?scope=never-entered", 404),
+            ("/pprof/heap?scope=never-entered", 404),
+            ("/debug/pprof/heap?scope=http-unit-scope&seconds=1", 400),
+            ("/debug/pprof/peak?scope=http-unit-scope", 400),
+        ] {
+            assert_eq!(handle(&Request::get(target)).status, status, "{target}");
         }
     }
 

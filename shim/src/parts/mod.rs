@@ -8,6 +8,7 @@
 //! - [`sampled_arena`]: the jemalloc arena sampled objects live in, and the range `dealloc` checks;
 //! - [`stacks`]: the interned stacks;
 //! - [`live_samples`]: the sampled objects still live, by address;
+//! - [`scopes`]: interned scope labels and each scope's allocated estimate;
 //! - [`thread_totals`]: each thread's totals per stack, and their handover at thread exit;
 //! - [`symbolize`]: in-process symbolization at dump time;
 //! - [`triggers`]: the estimated allocated and live bytes, and the background writer's wake-up;
@@ -18,6 +19,7 @@ pub(crate) mod capture;
 pub(crate) mod live_samples;
 pub(crate) mod sampled_arena;
 pub(crate) mod sampler;
+pub(crate) mod scopes;
 pub(crate) mod stacks;
 pub(crate) mod symbolize;
 pub(crate) mod thread_totals;

@@ -17,6 +17,7 @@ use crate::base::thread::Guard;
 use crate::parts::capture;
 use crate::parts::live_samples::{LiveShard, LIVE, SHARDS};
 use crate::parts::sampled_arena;
+use crate::parts::scopes::{self, Names};
 use crate::parts::stacks::{StackTable, STACKS};
 use crate::parts::symbolize;
 use crate::parts::thread_totals::{Registry, TableRef, ThreadTotals, REGISTRY};
@@ -55,6 +56,7 @@ struct ForkHeld {
     _dump_prefix: MutexGuard<'static, Option<String>>,
     _service: MutexGuard<'static, Option<String>>,
     _http_addr: MutexGuard<'static, Option<String>>,
+    _scope_names: MutexGuard<'static, Names>,
     _written: MutexGuard<'static, VecDeque<PathBuf>>,
     _windows: MutexGuard<'static, Windows>,
     _peak: MutexGuard<'static, Option<PeakSnapshot>>,
@@ -77,7 +79,7 @@ static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 extern "C" fn fork_prepare() {
     // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena
     // → dump_on_exit → dump_prefix → service → http address (the listener starts under it) →
-    // written dumps → windows → peak → registry → thread tables → stacks → shards. (dump_prefix,
+    // scope names → written dumps → windows → peak → registry → thread tables → stacks → shards. (dump_prefix,
     // service, written dumps, windows and peak are each taken with no other profiler lock held.)
     // Taking `writing` waits for the writer's dump in progress, if any: the child must not
     // inherit it held.
@@ -91,6 +93,9 @@ extern "C" fn fork_prepare() {
     let dump_prefix = lock(&settings::DUMP_PREFIX);
     let service = lock(&settings::SERVICE);
     let http_addr = lock(&settings::HTTP_ADDR);
+    // Held by others only with no other profiler lock (see `scopes::NAMES`), so anywhere in the
+    // order is safe; here, with the other locks of that kind.
+    let scope_names = lock(&scopes::NAMES);
     let written = lock(&auto_dump::WRITTEN);
     let windows = lock(&WINDOWS);
     let peak = lock(&PEAK);
@@ -116,6 +121,7 @@ extern "C" fn fork_prepare() {
         _dump_prefix: dump_prefix,
         _service: service,
         _http_addr: http_addr,
+        _scope_names: scope_names,
         _written: written,
         _windows: windows,
         _peak: peak,

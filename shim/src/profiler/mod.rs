@@ -1,7 +1,7 @@
 //! The top layer below `lib.rs`: the profiler, composed of the parts.
 //!
 //! Its modules import the parts and the bottom layer, and each other only in this order:
-//! [`control`] and [`peak`] (nothing of the profiler) → [`sampled_path`] → [`report`] →
+//! [`control`] and [`peak`] (nothing of the profiler) → [`sampled_path`] → [`report`] → [`scopes`],
 //! [`window`], [`auto_dump`] and [`pprof`] → [`hooks`] → [`init`].
 //!
 //! - [`control`]: parsing `JEPROF_SHIM` and [`crate::configure`]'s string, and the setters that
@@ -9,6 +9,7 @@
 //! - [`peak`]: the peak tracker (the live samples at the highest live bytes);
 //! - [`sampled_path`]: capture, allocate from the sampled arena, record; frees of sampled objects;
 //! - [`report`]: snapshots, statistics and dumps;
+//! - [`scopes`]: memory per scope (guards, the future wrapper, per-scope figures and dumps);
 //! - [`window`]: allocation windows' tokens and profiles;
 //! - [`auto_dump`]: sequenced dumps (interval, peak, manual, final) and the background writer;
 //! - [`pprof`]: profiles in pprof form, with the labels that name the process;
@@ -23,4 +24,5 @@ pub(crate) mod peak;
 pub(crate) mod pprof;
 pub(crate) mod report;
 pub(crate) mod sampled_path;
+pub(crate) mod scopes;
 pub(crate) mod window;

@@ -3,10 +3,11 @@
 use std::io::Write;
 use std::path::Path;
 
-use jeprof_dumpfmt::{Counts, Profile, Stack, ThreadCounts};
+use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, ThreadCounts};
 
 use super::peak::{self, PEAK};
 use super::sampled_path::{current_unwinder, dropped, Dropped};
+use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
@@ -63,13 +64,27 @@ pub struct Stats {
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
 /// may or may not be reflected.
 pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>) {
+    snapshot_of(symbolize_now, None)
+}
+
+/// [`snapshot`], or with `Some(scope)` the in-use figures of that scope's live samples only (no
+/// accumulated figures: those are kept per stack and thread, not per scope).
+pub(crate) fn snapshot_of(
+    symbolize_now: bool,
+    scope: Option<u16>,
+) -> (Profile, Option<SymbolizerCost>) {
     let _guard = Guard::enter();
     let period = settings::sample_rate();
     let mut live: Vec<LiveSample> = Vec::new();
     for shard in live_samples::LIVE.iter() {
         let shard = lock(shard);
         live.reserve(shard.len());
-        live.extend(shard.samples().copied());
+        live.extend(
+            shard
+                .samples()
+                .filter(|s| scope.is_none_or(|id| s.scope == id))
+                .copied(),
+        );
     }
     let mut stacks: Vec<Stack> = {
         let table = lock(&stacks::STACKS);
@@ -88,7 +103,12 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
     };
     // The thread tables, after the stack table's lock is released (lock order: tables first).
     // A stack interned since the copy above is left out, as a sample allocated since would be.
-    for thread_table in thread_tables() {
+    let tables = if scope.is_some() {
+        Vec::new()
+    } else {
+        thread_tables()
+    };
+    for thread_table in tables {
         let thread_table = lock(thread_table);
         for (id, thread, accum) in thread_table.figures() {
             let Some(stack) = stacks.get_mut(id as usize) else {
@@ -125,10 +145,33 @@ pub(crate) fn snapshot(symbolize_now: bool) -> (Profile, Option<SymbolizerCost>)
             }),
         }
     }
+    // Per scope and stack, the in-use figures of the scoped live samples (before the stacks are
+    // filtered, while a sample's stack id still indexes them).
+    let mut by_scope: Map<(u32, u16), Estimate> = Map::default();
+    for sample in live.iter().filter(|s| s.scope != 0) {
+        by_scope
+            .entry((sample.stack, sample.scope))
+            .or_default()
+            .add(&sample.estimate());
+    }
+    let mut by_scope: Vec<((u32, u16), Estimate)> = by_scope.into_iter().collect();
+    // In stack then scope order, so that dumps of the same heap are the same.
+    by_scope.sort_unstable_by_key(|(k, _)| *k);
+    let scopes: Vec<ScopeStack> = by_scope
+        .into_iter()
+        .filter_map(|((stack, scope), inuse)| {
+            Some(ScopeStack {
+                scope: crate::parts::scopes::label(scope)?.to_string(),
+                frames: stacks.get(stack as usize)?.frames.clone(),
+                inuse,
+            })
+        })
+        .collect();
     stacks.retain(|s| !s.counts.is_zero());
 
     let mut profile = Profile::new(period);
     profile.stacks = stacks;
+    profile.scopes = scopes;
     profile.threads = profile.thread_summaries();
     profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
     let stats = stats();

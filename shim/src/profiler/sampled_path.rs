@@ -13,7 +13,7 @@ use crate::base::thread::{self, Guard};
 use crate::parts::capture::{self, Unwinder, MAX_FRAMES_LIMIT};
 use crate::parts::live_samples::{self, LiveSample};
 use crate::parts::thread_totals::{self, ChargeError};
-use crate::parts::{sampled_arena, stacks, triggers, windows};
+use crate::parts::{sampled_arena, scopes, stacks, triggers, windows};
 
 use super::peak;
 
@@ -128,6 +128,7 @@ pub(crate) unsafe fn alloc_sampled(
     debug_assert_eq!(usable, unsafe { jem::sallocx(ptr.cast(), 0) });
     let estimate = live_samples::sample_estimate(size, usable, period);
     let thread = thread::uid();
+    let scope = thread::scope();
 
     let hash = stacks::stack_hash(frames);
     let max_stacks = settings::max_stacks();
@@ -144,6 +145,9 @@ pub(crate) unsafe fn alloc_sampled(
             return None;
         }
     };
+    if scope != 0 {
+        scopes::charge(scope, &estimate);
+    }
     let counted_bytes = triggers::counted(estimate.bytes);
     let record = LiveSample {
         requested: size,
@@ -152,6 +156,7 @@ pub(crate) unsafe fn alloc_sampled(
         stack: stack_id,
         counted_bytes,
         thread,
+        scope,
     };
     lock(live_samples::shard_of(ptr as usize)).insert(ptr as usize, record);
     // After the insert, so that a peak snapshot this sample triggers holds it.

@@ -1,0 +1,173 @@
+//! Per-scope figures of a profile ([`Profile::scopes`]): a scope's own profile, and each scope's
+//! totals.
+//!
+//! A producer that records which scope (a query, a tenant, a module) each sample was allocated in
+//! attaches, per stack, the in-use figures of each scope there. In a heap_v2 dump they follow the
+//! stack's counts as comment lines, which jeprof and other readers skip:
+//!
+//! ```text
+//! @ 0x… 0x…
+//!   t*: …
+//!   # var …
+//!   # scope <objects> <bytes> <objects variance> <bytes variance> <label>
+//! ```
+//!
+//! The label is the rest of the line (control characters written as U+FFFD). Only in-use figures:
+//! what was allocated per scope and stack is not kept by the shim.
+
+use std::collections::BTreeMap;
+
+use crate::model::{Counts, Estimate, Profile, Stack};
+
+/// The profile of one scope: its in-use figures per stack (no accumulated figures, no per-thread
+/// lines), everything else (period, symbols, maps, annotations) as in `profile`. Empty stacks when
+/// the profile has no figures for `label`.
+pub fn scope_profile(profile: &Profile, label: &str) -> Profile {
+    let mut out = Profile::new(profile.sample_period);
+    out.symbols = profile.symbols.clone();
+    out.mapped_libraries = profile.mapped_libraries.clone();
+    out.annotations = profile.annotations.clone();
+    out.annotations.push(("scope".into(), label.to_string()));
+    for s in profile.scopes.iter().filter(|s| s.scope == label) {
+        out.stacks.push(Stack {
+            frames: s.frames.clone(),
+            counts: Counts {
+                inuse: s.inuse,
+                accum: Estimate::default(),
+            },
+            threads: Vec::new(),
+        });
+    }
+    out.scopes = profile
+        .scopes
+        .iter()
+        .filter(|s| s.scope == label)
+        .cloned()
+        .collect();
+    out
+}
+
+/// Each scope's in-use totals over its stacks, by label.
+pub fn scope_totals(profile: &Profile) -> BTreeMap<String, Estimate> {
+    let mut totals: BTreeMap<String, Estimate> = BTreeMap::new();
+    for s in &profile.scopes {
+        totals.entry(s.scope.clone()).or_default().add(&s.inuse);
+    }
+    totals
+}
+
+/// A label as written on a `# scope` line: control characters (a newline would end the line)
+/// replaced by U+FFFD.
+pub(crate) fn written_label(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect()
+}
+
+/// Parses what follows `# scope `: four reals, then the label. `None` if malformed.
+pub(crate) fn parse_scope_line(rest: &str) -> Option<(Estimate, String)> {
+    let mut fields = rest.trim_start().splitn(5, ' ');
+    let mut real = || -> Option<f64> {
+        let v: f64 = fields.next()?.parse().ok()?;
+        (v.is_finite() && v >= 0.0).then_some(v)
+    };
+    let estimate = Estimate {
+        objects: real()?,
+        bytes: real()?,
+        objects_variance: real()?,
+        bytes_variance: real()?,
+    };
+    let label = fields.next()?.trim();
+    (!label.is_empty()).then(|| (estimate, label.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ScopeStack;
+
+    fn scoped(scope: &str, frames: &[u64], bytes: f64) -> ScopeStack {
+        ScopeStack {
+            scope: scope.into(),
+            frames: frames.to_vec(),
+            inuse: Estimate {
+                objects: 1.0,
+                bytes,
+                objects_variance: 0.5,
+                bytes_variance: bytes,
+            },
+        }
+    }
+
+    #[test]
+    fn a_scope_profile_holds_only_that_scopes_stacks_and_totals_sum_per_label() {
+        let mut p = Profile::new(512);
+        p.scopes = vec![
+            scoped("a", &[1, 2], 100.0),
+            scoped("b", &[1, 2], 50.0),
+            scoped("a", &[3], 10.0),
+        ];
+        let a = scope_profile(&p, "a");
+        assert_eq!(a.stacks.len(), 2);
+        assert_eq!(a.totals().inuse.bytes, 110.0);
+        assert_eq!(a.totals().accum.bytes, 0.0);
+        let totals = scope_totals(&p);
+        assert_eq!(totals["a"].bytes, 110.0);
+        assert_eq!(totals["b"].bytes, 50.0);
+        assert!(scope_profile(&p, "c").stacks.is_empty());
+    }
+
+    #[test]
+    fn a_scope_line_parses_back_its_figures_and_a_label_with_spaces() {
+        let (e, label) = parse_scope_line("2e0 1.5e3 1e0 2e6 tenant 42").unwrap();
+        assert_eq!(label, "tenant 42");
+        assert_eq!((e.objects, e.bytes, e.bytes_variance), (2.0, 1500.0, 2e6));
+        assert!(parse_scope_line("2 1500 1").is_none());
+        assert!(parse_scope_line("2 1500 1 1").is_none());
+        assert!(parse_scope_line("-2 1500 1 1 x").is_none());
+        assert_eq!(written_label("a\nb"), "a\u{FFFD}b");
+    }
+
+    #[test]
+    fn scope_lines_survive_a_write_and_read_and_stay_comments() {
+        let mut p = Profile::new(4096);
+        for (frames, bytes) in [(vec![0x10u64, 0x20], 8192.0), (vec![0x30], 4096.0)] {
+            p.stacks.push(Stack {
+                frames,
+                counts: Counts {
+                    inuse: Estimate {
+                        objects: 2.0,
+                        bytes,
+                        objects_variance: 1.0,
+                        bytes_variance: 1e6,
+                    },
+                    accum: Estimate::default(),
+                },
+                threads: Vec::new(),
+            });
+        }
+        p.scopes = vec![
+            scoped("query 1", &[0x10, 0x20], 6000.0),
+            scoped("query 2", &[0x10, 0x20], 2192.0),
+            scoped("query 1", &[0x30], 4096.0),
+        ];
+        let text = crate::write::to_string(&p, &crate::WriteOptions::default()).unwrap();
+        assert_eq!(text.matches("\n  # scope ").count(), 3, "{text}");
+        let back = crate::read::parse(text.as_bytes()).unwrap();
+        assert_eq!(back.scopes.len(), 3);
+        let totals = scope_totals(&back);
+        assert!((totals["query 1"].bytes - 10096.0).abs() < 1e-6);
+        assert!((totals["query 2"].bytes - 2192.0).abs() < 1e-6);
+        // Without the scope lines the dump is the same one: they are comments.
+        let mut plain = p.clone();
+        plain.scopes.clear();
+        let plain_text = crate::write::to_string(&plain, &crate::WriteOptions::default()).unwrap();
+        let stripped: String = text
+            .lines()
+            .filter(|l| !l.starts_with("  # scope "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(stripped, plain_text);
+    }
+}

@@ -1,0 +1,231 @@
+//! Memory per scope: the current scope (guards and the future wrapper), per-scope figures from the
+//! live samples, per-scope dumps and the periodic report.
+//!
+//! Sampled attribution (`docs/design.md` §12): a sample records the scope current on its
+//! thread; its free removes the record wherever it happens, so a scope's live estimate is the sum
+//! of the live samples that carry its id, and memory moved between scopes stays charged to the one
+//! that allocated it. Nothing of this runs on the fast path: the current scope is a field of the
+//! thread state that only the sampled path reads.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use jeprof_dumpfmt::Estimate;
+
+use super::report;
+use crate::base::settings;
+use crate::base::sync::lock;
+use crate::base::thread::{self, Guard};
+use crate::parts::{live_samples, scopes};
+
+/// A scope label, interned: a small id that is free to copy and to enter.
+///
+/// Build one once with [`Scope::new`] (or `From<&str>`) and enter it as often as needed; every
+/// call with a new label takes a lock and, the first time, copies the label. At most 4,095
+/// distinct labels per process: past that, [`Scope::new`] returns [`Scope::NONE`] (allocations in
+/// it are charged to no scope) and [`crate::scope_labels_dropped`] counts the refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Scope(u16);
+
+impl Scope {
+    /// No scope: what threads start in.
+    pub const NONE: Scope = Scope(0);
+
+    /// The scope named `label`, interned on first use.
+    pub fn new(label: &str) -> Scope {
+        // The first use of a label copies it: keep that allocation out of the profile.
+        let _guard = Guard::enter();
+        Scope(scopes::intern(label))
+    }
+
+    /// The label, `None` for [`Scope::NONE`].
+    pub fn label(self) -> Option<&'static str> {
+        scopes::label(self.0)
+    }
+
+    /// Makes this scope current on the calling thread until the guard drops, which restores the
+    /// scope that was current before (so guards nest: the innermost wins).
+    pub fn enter(self) -> ScopeGuard {
+        ScopeGuard {
+            previous: thread::replace_scope(self.0),
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl From<&str> for Scope {
+    fn from(label: &str) -> Scope {
+        Scope::new(label)
+    }
+}
+
+/// The current scope on this thread until dropped ([`Scope::enter`]). Not `Send`: it restores this
+/// thread's previous scope.
+#[must_use = "the scope ends when the guard drops"]
+#[derive(Debug)]
+pub struct ScopeGuard {
+    previous: u16,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        thread::replace_scope(self.previous);
+    }
+}
+
+/// A future whose polls run in a scope ([`crate::scope`]): the scope is made current on whichever
+/// thread polls it, for the poll, and the previous one restored after, so it follows the task
+/// across a multi-threaded runtime's workers with no lookup on the allocation path.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Scoped<F> {
+    scope: Scope,
+    inner: F,
+}
+
+impl<F> Scoped<F> {
+    pub(crate) fn new(scope: Scope, inner: F) -> Scoped<F> {
+        Scoped { scope, inner }
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `inner` is structurally pinned: it is never moved out of `Scoped` (no method
+        // hands it out by value or by `&mut` outside a `Pin`), `Scoped` has no `Drop` of its own,
+        // and `Scoped<F>` is `Unpin` only when `F` is (its other field is `Copy` and `Unpin`).
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above; `this.inner` stays where the pinned `Scoped` holds it.
+        let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
+        let _scope = this.scope.enter();
+        inner.poll(cx)
+    }
+}
+
+/// One scope's figures ([`crate::scopes`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ScopeStats {
+    /// The scope's label.
+    pub label: &'static str,
+    /// Estimated live objects and bytes allocated in the scope (wherever and whenever freed), with
+    /// variances.
+    pub live: Estimate,
+    /// 95% interval of the live bytes (estimate ± 1.96 standard deviations, floored at 0).
+    pub live_bytes_interval: (f64, f64),
+    /// 95% interval of the live objects.
+    pub live_objects_interval: (f64, f64),
+    /// Estimated objects and bytes allocated in the scope since start (freed or not).
+    pub allocated: Estimate,
+    /// Live samples behind `live`.
+    pub live_samples: u64,
+}
+
+/// The 95% normal interval of an estimate with this variance, floored at 0.
+fn interval(value: f64, variance: f64) -> (f64, f64) {
+    let half = 1.96 * variance.max(0.0).sqrt();
+    ((value - half).max(0.0), value + half)
+}
+
+/// Every scope that has allocated since start, in the order their labels were interned.
+pub(crate) fn all_scopes() -> Vec<ScopeStats> {
+    let _guard = Guard::enter();
+    let labels = scopes::all();
+    let mut live = vec![(Estimate::default(), 0u64); scopes::MAX_SCOPES];
+    for shard in live_samples::LIVE.iter() {
+        let shard = lock(shard);
+        for sample in shard.samples() {
+            let (total, n) = &mut live[sample.scope as usize];
+            total.add(&sample.estimate());
+            *n += 1;
+        }
+    }
+    labels
+        .into_iter()
+        .filter_map(|(id, label)| {
+            let (live, live_samples) = live[id as usize];
+            let allocated = scopes::allocated(id);
+            if live_samples == 0 && allocated.objects == 0.0 {
+                return None;
+            }
+            Some(ScopeStats {
+                label,
+                live,
+                live_bytes_interval: interval(live.bytes, live.bytes_variance),
+                live_objects_interval: interval(live.objects, live.objects_variance),
+                allocated,
+                live_samples,
+            })
+        })
+        .collect()
+}
+
+/// The heap_v2 profile of `label`'s live samples (symbolized when `symbolize_now`); `None` if no
+/// such label was interned.
+pub(crate) fn scope_profile(label: &str, symbolize_now: bool) -> Option<jeprof_dumpfmt::Profile> {
+    let id = scopes::find(label)?;
+    let mut profile = report::snapshot_of(symbolize_now, Some(id)).0;
+    profile
+        .annotations
+        .push(("shim_scope".into(), label.to_string()));
+    Some(profile)
+}
+
+/// Writes `label`'s profile to `path` atomically; an error naming the label if it is unknown.
+pub(crate) fn dump_scope(label: &str, path: &Path) -> Result<(), jeprof_dumpfmt::Error> {
+    let _guard = Guard::enter();
+    let profile =
+        scope_profile(label, settings::symbolize()).ok_or_else(|| jeprof_dumpfmt::Error::Io {
+            file: Some(path.to_path_buf()),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no scope labelled `{label}` has been entered in this process"),
+            ),
+        })?;
+    jeprof_dumpfmt::write::write_file(&profile, path, &jeprof_dumpfmt::WriteOptions::default())
+}
+
+/// Stops the periodic report started by [`crate::scope_report`] when dropped (after the call in
+/// progress, if any, returns).
+#[derive(Debug)]
+pub struct ScopeReporter {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ScopeReporter {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Calls `f` with every scope's figures every `interval` on a thread of its own.
+pub(crate) fn scope_report(
+    interval: Duration,
+    mut f: impl FnMut(&[ScopeStats]) + Send + 'static,
+) -> std::io::Result<ScopeReporter> {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("jeprof-scopes".into())
+        .spawn(move || {
+            // The sender is dropped (never sent on) to stop: a timeout means "report now".
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                f(&all_scopes());
+            }
+        })?;
+    Ok(ScopeReporter {
+        stop: Some(stop),
+        thread: Some(thread),
+    })
+}
