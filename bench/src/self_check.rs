@@ -28,6 +28,7 @@ pub fn run(binaries: &Binaries) -> Outcome {
     let all = modes::select(None, &[65_536]).expect("the table's own keys");
     let plan = Plan {
         entries: runner::entries(&all, binaries, &[]),
+        workload: None,
         churn: Churn {
             threads: 2,
             allocations: ALLOCATIONS,
@@ -53,6 +54,7 @@ pub fn run(binaries: &Binaries) -> Outcome {
             let some = modes::select(Some(&keys), &[]).expect("the table's own keys");
             let plan = Plan {
                 entries: runner::entries(&some, binaries, &layouts),
+                workload: None,
                 churn: Churn {
                     threads: 2,
                     allocations: ALLOCATIONS / 2,
