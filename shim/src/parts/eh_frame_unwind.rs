@@ -31,10 +31,10 @@
 //!   pointers.
 //!
 //! Limits: CFI it does not follow (a CFA given as a DWARF expression, as in glibc's signal
-//! trampoline `__restore_rt`; a register saved in another register; a CFA offset of zero or less;
-//! a caller's `rbp` saved at or above the return address) ends the walk there, so a
-//! stack captured inside a signal handler stops at the signal frame (allocating in a signal
-//! handler is undefined anyway). After a library is unloaded and another loaded at the same
+//! trampoline `__restore_rt`; a register saved in another register; a CFA offset that is not a
+//! positive multiple of 8; a caller's `rbp` saved at or above the return address) ends the walk
+//! there, so a stack captured inside a signal handler stops at the signal frame (allocating in a
+//! signal handler is undefined anyway). After a library is unloaded and another loaded at the same
 //! address, up to 63 captures per cache may still use a cached rule of the old one (a wrong
 //! frame, never a bad read). Snapshots replaced after a `dlopen`/`dlclose` are kept, not freed,
 //! because another thread may still be reading one: about a hundred bytes per object per load or
@@ -131,6 +131,7 @@ mod imp {
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
     #[repr(C)]
     struct Rule {
+        /// A positive multiple of 8 (0 only in `Rule::STOP`).
         cfa_offset: i32,
         /// A multiple of 8 and at most −8 (or `KEPT`): an aligned word below the return address.
         bp_at: i16,
@@ -155,9 +156,14 @@ mod imp {
                 CfaRule::RegisterAndOffset { register, offset } => {
                     // A CFA at or below the register it is computed from is never a caller's
                     // frame (and would read as `STOP` anyway).
+                    // A multiple of 8, so the CFA keeps the word alignment of its base (x86_64
+                    // CFI never says otherwise).
                     let Ok(offset @ 1..) = i32::try_from(offset) else {
                         return Rule::STOP;
                     };
+                    if offset % 8 != 0 {
+                        return Rule::STOP;
+                    }
                     match register {
                         X86_64::RSP => (false, offset),
                         X86_64::RBP => (true, offset),
@@ -213,8 +219,17 @@ mod imp {
         rule: Rule,
     }
 
-    /// Rules by return address, and gimli's context for computing a missing one.
+    /// Rules by return address, and what computing a missing one needs.
+    ///
+    /// Two parts, so that the walk can hold the slots (their address stays in a register across
+    /// the cold miss call) and the miss path the rest, each borrowed on its own.
     struct RuleCache {
+        entries: Box<[Entry; RULE_SLOTS]>,
+        state: MissState,
+    }
+
+    /// What a miss needs besides the slots.
+    struct MissState {
         /// The snapshot (`changes`) the rules were computed under; the slots are cleared when it
         /// differs, since an address may then belong to another object.
         generation: u64,
@@ -223,7 +238,6 @@ mod imp {
         /// The index of the object that held the last missed address (neighbouring frames
         /// mostly share an object).
         hint: usize,
-        entries: Box<[Entry; RULE_SLOTS]>,
         context: Box<UnwindContext<usize, FixedStorage>>,
     }
 
@@ -234,52 +248,60 @@ mod imp {
 
     impl RuleCache {
         fn new() -> RuleCache {
-            // Built on the heap (a 24 KiB array is too much for a small thread's stack).
+            // Built on the heap (a 16 KiB array is too much for a small thread's stack).
             let entries: Box<[Entry]> = vec![NO_ENTRY; RULE_SLOTS].into_boxed_slice();
             RuleCache {
-                generation: u64::MAX,
-                uses: 0,
-                hint: 0,
                 entries: entries.try_into().unwrap_or_else(|_| unreachable!()),
-                context: Box::new(UnwindContext::new_in()),
+                state: MissState {
+                    generation: u64::MAX,
+                    uses: 0,
+                    hint: 0,
+                    context: Box::new(UnwindContext::new_in()),
+                },
             }
         }
+    }
 
+    /// The rule for `address` (a return address minus one, or the first frame's pc).
+    #[inline(always)]
+    fn rule<'e>(
+        entries: &'e mut [Entry; RULE_SLOTS],
+        state: &mut MissState,
+        address: u64,
+    ) -> &'e Rule {
+        // Fibonacci hashing on the low 32 bits (one multiply by an immediate; the slots only
+        // need neighbouring addresses spread): the top 10 bits of the product index the 2^10
+        // slots, so no bounds check is needed.
+        let slot = ((address as u32).wrapping_mul(0x9e37_79b1) >> 22) as usize;
+        // An empty slot's address is 0, which is never looked up (`walk` stops below 4096).
+        if entries[slot].address != address {
+            state.miss(entries, address, slot);
+        }
+        // Read from the slot on both paths, so a hit loads each field straight from it.
+        &entries[slot].rule
+    }
+
+    impl MissState {
         /// Brings the snapshot up to date with the loader and empties the slots if it changed.
         /// `None` if there is no snapshot (the loader gave no counters).
-        fn sync(&mut self) -> Option<&'static Snapshot> {
+        fn sync(&mut self, entries: &mut [Entry; RULE_SLOTS]) -> Option<&'static Snapshot> {
             self.uses = 0;
             let snapshot = current_snapshot()?;
             if self.generation != snapshot.changes {
-                self.entries.fill(NO_ENTRY);
+                entries.fill(NO_ENTRY);
                 self.generation = snapshot.changes;
             }
             Some(snapshot)
         }
 
-        /// The rule for `address` (a return address minus one, or the first frame's pc).
-        #[inline(always)]
-        fn rule(&mut self, address: u64) -> &Rule {
-            // Fibonacci hashing on the low 32 bits (one multiply by an immediate; the slots only
-            // need neighbouring addresses spread): the top 10 bits of the product index the 2^10
-            // slots, so no bounds check is needed.
-            let slot = ((address as u32).wrapping_mul(0x9e37_79b1) >> 22) as usize;
-            // An empty slot's address is 0, which is never looked up (`walk` stops below 4096).
-            if self.entries[slot].address != address {
-                self.miss(address, slot);
-            }
-            // Read from the slot on both paths, so a hit loads each field straight from it.
-            &self.entries[slot].rule
-        }
-
         /// Computes and stores the rule for `address` in `slot`: the cold path.
         #[cold]
         #[inline(never)]
-        fn miss(&mut self, address: u64, slot: usize) {
+        fn miss(&mut self, entries: &mut [Entry; RULE_SLOTS], address: u64, slot: usize) {
             // The unwind tables are read only here, and only through a snapshot checked against
             // the loader just now: every object it names is loaded (see `Snapshot`).
-            let Some(snapshot) = self.sync() else {
-                self.entries[slot % RULE_SLOTS] = Entry {
+            let Some(snapshot) = self.sync(entries) else {
+                entries[slot % RULE_SLOTS] = Entry {
                     address,
                     rule: Rule::STOP,
                 };
@@ -303,7 +325,7 @@ mod imp {
                     })
                     .map_or(Rule::STOP, Rule::from_row),
             };
-            self.entries[slot % RULE_SLOTS] = Entry { address, rule };
+            entries[slot % RULE_SLOTS] = Entry { address, rule };
         }
     }
 
@@ -400,8 +422,10 @@ mod imp {
         // for long: every 64th capture on a cache compares it with the loader's counters, so a
         // rule of an unloaded object does not outlive it by much (it could only give a wrong
         // frame, never a bad read: rules only read the stack, through `Walk::step`).
-        cache.uses += 1;
-        if cache.uses >= 64 && cache.sync().is_none() {
+        let RuleCache { entries, state } = &mut *cache;
+        let entries: &mut [Entry; RULE_SLOTS] = entries;
+        state.uses += 1;
+        if state.uses >= 64 && state.sync(entries).is_none() {
             put_cache(cache, this.slot);
             return 0;
         }
@@ -413,7 +437,7 @@ mod imp {
         // compares with the marker.
         let mut address = ip;
         let first = loop {
-            let Some(ret) = walk.step(&mut cache, address) else {
+            let Some(ret) = walk.step(entries, state, address) else {
                 break None;
             };
             if walk.sp as usize > marker {
@@ -421,23 +445,21 @@ mod imp {
             }
             address = ret - 1;
         };
-        // Two loops rather than a marker test per frame. The slots are walked as an iterator (a
-        // pointer compared with the end), so writing one needs no bounds check of its own.
-        let len = buf.len();
-        let mut slots = buf.iter_mut();
-        if let Some(mut ret) = first {
-            while let Some(slot) = slots.next() {
-                slot.write(ret);
-                if slots.len() == 0 {
-                    break;
-                }
-                match walk.step(&mut cache, ret - 1) {
+        // Two loops rather than a marker test per frame. The slots after the first are walked
+        // as an iterator (a pointer compared with the end), so writing one needs no bounds check.
+        let mut n = 0;
+        if let (Some(mut ret), Some((head, tail))) = (first, buf.split_first_mut()) {
+            head.write(ret);
+            n = 1;
+            for slot in tail {
+                match walk.step(entries, state, ret - 1) {
                     Some(next) => ret = next,
                     None => break,
                 }
+                slot.write(ret);
+                n += 1;
             }
         }
-        let n = len - slots.len();
         put_cache(cache, this.slot);
         n
     }
@@ -457,17 +479,26 @@ mod imp {
         /// caller: updates `sp` and `bp` and returns the caller's return address, or `None` where
         /// the stack ends or cannot be followed.
         #[inline(always)]
-        fn step(&mut self, cache: &mut RuleCache, address: u64) -> Option<u64> {
-            let rule = cache.rule(address);
-            let base = if rule.from_bp { self.bp } else { self.sp };
+        fn step(
+            &mut self,
+            entries: &mut [Entry; RULE_SLOTS],
+            state: &mut MissState,
+            address: u64,
+        ) -> Option<u64> {
+            let rule = rule(entries, state, address);
+            // `rbp` rounded down to a word: in a frame that sets it up it is aligned already
+            // (copied from the aligned `rsp`); elsewhere it may hold anything, and rounding keeps
+            // the CFA aligned without a check per frame, as `cfa_offset` is a multiple of 8.
+            let base = if rule.from_bp { self.bp & !7 } else { self.sp };
             // Wrapping arithmetic: a CFA that wraps fails the bounds check below.
             let cfa = base.wrapping_add_signed(rule.cfa_offset.into());
             // The stack only grows towards the top: this bounds the walk, and refuses
             // `Rule::STOP`, whose CFA is `sp`.
-            if cfa <= self.sp || cfa > self.top || cfa % 8 != 0 {
+            if cfa <= self.sp || cfa > self.top {
                 return None;
             }
-            // SAFETY: sp < cfa ≤ top, both 8-aligned (the invariant, and the check just above):
+            // SAFETY: sp < cfa ≤ top, both 8-aligned (the invariant; `base` is, and so is
+            // `cfa_offset`, see `Rule::from_row`), and the check just above:
             // `cfa − 8` is an aligned word of `[sp, top)`, live stack by the invariant.
             let ret = unsafe { *(cfa.wrapping_sub(8) as *const u64) };
             if rule.bp_at != KEPT {
