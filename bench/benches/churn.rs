@@ -80,6 +80,11 @@ struct Cli {
     /// fails when a child fails or prints nothing (what runs without --bench, under cargo test).
     #[arg(long)]
     self_check: bool,
+    /// Times a realistic workload instead of the churn: the children's task and its flags, as
+    /// one argument (`log-index`, `kv-store --operations 100000`; see `churn-shim --help`). No
+    /// set-up table, no sample cost, no dump.
+    #[arg(long, value_name = "TASK")]
+    workload: Option<String>,
     /// Given by `cargo bench`: run the benchmark (without it, the self-check).
     #[arg(long, hide = true)]
     bench: bool,
@@ -150,6 +155,17 @@ fn benchmark(cli: &Cli, binaries: &Binaries) -> ExitCode {
     if cfg!(debug_assertions) {
         println!("warning: built without optimisation; run it with `cargo bench`");
     }
+    let workload: Option<Vec<String>> = cli
+        .workload
+        .as_deref()
+        .map(|w| w.split_whitespace().map(str::to_string).collect());
+    if let Some(args) = &workload {
+        let task = args.first().map_or("", String::as_str);
+        if !["log-index", "kv-store"].contains(&task) {
+            eprintln!("--workload: `{task}` is not a workload (known: log-index, kv-store)");
+            return ExitCode::from(2);
+        }
+    }
     let plan = Plan {
         entries: runner::entries(&modes, binaries, &layouts),
         churn: Churn {
@@ -157,7 +173,8 @@ fn benchmark(cli: &Cli, binaries: &Binaries) -> ExitCode {
             allocations: cli.allocations,
             warmup: cli.warmup,
         },
-        setup_allocations: (cli.warmup == 0).then_some(cli.setup_allocations),
+        setup_allocations: (cli.warmup == 0 && workload.is_none()).then_some(cli.setup_allocations),
+        workload,
         rounds: cli.rounds as usize,
         seed: cli.seed,
         progress: true,
@@ -169,7 +186,7 @@ fn benchmark(cli: &Cli, binaries: &Binaries) -> ExitCode {
     print!("{}", tables::layout_means(&plan, &m, &mut rng));
     print!("{}", tables::setup(&plan, &m, &mut rng));
     let mut failed = !m.failures.is_empty();
-    if cli.modes.is_none() {
+    if cli.modes.is_none() && cli.workload.is_none() {
         failed |= !extras(&binaries.shim);
     }
     if !m.failures.is_empty() {

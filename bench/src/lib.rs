@@ -10,7 +10,9 @@
 //!   `jeprof-compat` against the real jeprof.
 //!
 //! - **Realistic workloads** ([`realistic`]): work that does more than allocate (a log pipeline
-//!   and search index), run by both children (`log-index`) for instruction counts under callgrind.
+//!   and search index; an in-memory key–value store under a mixed load), run by both children
+//!   (`log-index`, `kv-store`) for instruction counts under callgrind and, with the churn runner's
+//!   `--workload`, for paired CPU time.
 //!
 //! Under `cargo test` each bench runs its quick self-check instead ([`self_check`] for the churn),
 //! which fails when a mode's child fails or prints nothing. `bench/README.md` says how to run and

@@ -122,6 +122,36 @@ pub const MODES: &[ModeSpec] = &[
         env: &[("_RJEM_MALLOC_CONF", "prof:true,lg_prof_sample:19")],
         description: "jemalloc prof, lg_prof_sample:19",
     },
+    ModeSpec {
+        key: "eh_frame-64k",
+        binary: Binary::Shim,
+        env: &[("JEPROF_SHIM", "sample_rate:65536,unwinder:eh_frame")],
+        description: "shim, R=64KiB, eh_frame",
+    },
+    ModeSpec {
+        key: "fp-64k",
+        binary: Binary::Shim,
+        env: &[("JEPROF_SHIM", "sample_rate:65536,unwinder:fp")],
+        description: "shim, R=64KiB, fp",
+    },
+    ModeSpec {
+        key: "backtrace-64k",
+        binary: Binary::Shim,
+        env: &[("JEPROF_SHIM", "sample_rate:65536,unwinder:backtrace")],
+        description: "shim, R=64KiB, backtrace",
+    },
+    ModeSpec {
+        key: "jemalloc-inactive",
+        binary: Binary::Plain,
+        env: &[("_RJEM_MALLOC_CONF", "prof:true,prof_active:false")],
+        description: "jemalloc prof, prof_active:false",
+    },
+    ModeSpec {
+        key: "jemalloc-prof-64k",
+        binary: Binary::Plain,
+        env: &[("_RJEM_MALLOC_CONF", "prof:true,lg_prof_sample:16")],
+        description: "jemalloc prof, lg_prof_sample:16",
+    },
 ];
 
 /// The row of `key`, if there is one.

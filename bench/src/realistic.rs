@@ -8,8 +8,13 @@
 //!   and per-path latency totals, then answers two-token queries by intersecting posting lists.
 //!   Strings of many sizes are made and freed, hash maps and vectors grow, and most of the
 //!   instructions go to parsing, hashing and searching.
+//! - [`kv_store`]: an in-memory key–value store under a mixed load: gets that checksum the value
+//!   they find, puts of values from 16 B to 64 KiB (most small, a few large, as caches see),
+//!   deletes, and short ordered scans that copy keys out. Fewer, larger and longer-lived
+//!   allocations than the log pipeline, over a table that grows, shrinks and is rehashed.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 /// The log pipeline's shape: what the children take on their command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
@@ -121,6 +126,90 @@ pub fn log_index(shape: &LogIndex) -> u64 {
     checksum
 }
 
+/// The key–value store's load: what the children take on their command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct KvStore {
+    /// Operations, mixed: 60% gets, 25% puts, 10% deletes, 5% scans of 16 keys.
+    #[arg(long, default_value_t = 400_000)]
+    pub operations: u32,
+    /// Distinct keys the load draws from (so the store holds up to about this many).
+    #[arg(long, default_value_t = 50_000)]
+    pub keys: u32,
+}
+
+/// A value's size: 70% 16–255 B, 25% 256 B–4 KiB, 5% 4–64 KiB.
+fn value_size(r: u64) -> usize {
+    let pick = r % 100;
+    let within = (r >> 8) as usize;
+    match pick {
+        0..70 => 16 + within % 240,
+        70..95 => 256 + within % (4096 - 256),
+        _ => 4096 + within % (65536 - 4096),
+    }
+}
+
+/// FNV-1a over a value: the read side's work, which grows with the value.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Runs the load; returns a checksum of what the gets and scans saw, and the store's final size.
+pub fn kv_store(load: &KvStore) -> u64 {
+    let mut state = 0x6b76_u64;
+    // Ordered, like an LSM memtable or a B-tree index: scans need the order.
+    let mut store: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let keys = u64::from(load.keys.max(1));
+    let mut checksum = 0u64;
+    for _ in 0..load.operations {
+        let r = next(&mut state);
+        let key = format!("user:{:08}:profile", (r >> 16) % keys);
+        match r % 100 {
+            0..60 => {
+                if let Some(value) = store.get(&key) {
+                    checksum = checksum.wrapping_add(fnv1a(value));
+                }
+            }
+            60..85 => {
+                let size = value_size(next(&mut state));
+                // The value's bytes depend on its key and size, as a serialised record would.
+                let seed = r as u8;
+                let value: Vec<u8> = (0..size).map(|i| seed.wrapping_add(i as u8)).collect();
+                store.insert(key, value);
+            }
+            85..95 => {
+                if let Some(old) = store.remove(&key) {
+                    checksum = checksum.wrapping_add(old.len() as u64);
+                }
+            }
+            _ => {
+                // A short ordered scan, its keys copied out as a response would be.
+                let page: Vec<String> = store
+                    .range(key..)
+                    .take(16)
+                    .map(|(k, v)| format!("{k}={}", v.len()))
+                    .collect();
+                checksum = checksum
+                    .wrapping_mul(31)
+                    .wrapping_add(page.iter().map(|s| s.len() as u64).sum::<u64>());
+            }
+        }
+    }
+    checksum.wrapping_mul(31).wrapping_add(store.len() as u64)
+}
+
+/// Runs `work`, printing its checksum and the time it took (`elapsed_ns`, and `cpu_ns`: the
+/// process's CPU time, as the churn without a warm-up reports it), for the paired CPU-time rounds.
+pub fn run_timed(work: impl FnOnce() -> u64) {
+    let (wall, cpu) = (Instant::now(), crate::workload::process_cpu_time());
+    let checksum = work();
+    let cpu = crate::workload::process_cpu_time().saturating_sub(cpu);
+    let wall: Duration = wall.elapsed();
+    println!("checksum {checksum}");
+    crate::workload::print_timing(&crate::workload::Timing { wall, cpu });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +231,35 @@ mod tests {
                 ..small
             })
         );
+    }
+
+    #[test]
+    fn kv_store_is_deterministic_and_depends_on_its_load() {
+        let small = KvStore {
+            operations: 5_000,
+            keys: 500,
+        };
+        let a = kv_store(&small);
+        assert_eq!(a, kv_store(&small));
+        assert_ne!(
+            a,
+            kv_store(&KvStore {
+                operations: 5_001,
+                ..small
+            })
+        );
+    }
+
+    #[test]
+    fn value_sizes_cover_small_medium_and_large_values() {
+        let mut state = 3;
+        let sizes: Vec<usize> = (0..10_000).map(|_| value_size(next(&mut state))).collect();
+        assert!(sizes.iter().all(|&s| (16..65536).contains(&s)));
+        let small = sizes.iter().filter(|&&s| s < 256).count();
+        let large = sizes.iter().filter(|&&s| s >= 4096).count();
+        // 70% and 5%, within a few points.
+        assert!((6_500..7_500).contains(&small), "{small}");
+        assert!((300..700).contains(&large), "{large}");
     }
 
     #[test]

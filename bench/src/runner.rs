@@ -156,6 +156,9 @@ pub struct Plan {
     pub entries: Vec<Entry>,
     /// The timed churn.
     pub churn: Churn,
+    /// The children's arguments for a realistic workload (`log-index …`, `kv-store …`), timed
+    /// instead of the churn; `None` times the churn.
+    pub workload: Option<Vec<String>>,
     /// Allocations per thread of the tiny churn that measures each mode's one-time set-up, run
     /// once per mode and round; `None` skips it (a warm-up already leaves the set-up out).
     pub setup_allocations: Option<u64>,
@@ -198,7 +201,10 @@ pub fn run(plan: &Plan) -> Measurements {
         last_output: vec![None; n],
         failures: Vec::new(),
     };
-    let timed_args = churn_args(&plan.churn);
+    let timed_args = plan
+        .workload
+        .clone()
+        .unwrap_or_else(|| churn_args(&plan.churn));
     let setup_args = plan.setup_allocations.map(|allocations| {
         churn_args(&Churn {
             allocations,

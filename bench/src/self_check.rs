@@ -28,6 +28,7 @@ pub fn run(binaries: &Binaries) -> Outcome {
     let all = modes::select(None, &[65_536]).expect("the table's own keys");
     let plan = Plan {
         entries: runner::entries(&all, binaries, &[]),
+        workload: None,
         churn: Churn {
             threads: 2,
             allocations: ALLOCATIONS,
@@ -53,6 +54,7 @@ pub fn run(binaries: &Binaries) -> Outcome {
             let some = modes::select(Some(&keys), &[]).expect("the table's own keys");
             let plan = Plan {
                 entries: runner::entries(&some, binaries, &layouts),
+                workload: None,
                 churn: Churn {
                     threads: 2,
                     allocations: ALLOCATIONS / 2,
@@ -98,37 +100,54 @@ pub fn run(binaries: &Binaries) -> Outcome {
         }
     }
 
-    report.push_str("\nlog pipeline (2,000 lines, 200 queries), each child:\n");
-    let args: Vec<String> = ["log-index", "--lines", "2000", "--queries", "200"]
-        .map(String::from)
-        .to_vec();
+    let workloads: [(&str, &[&str]); 2] = [
+        (
+            "log pipeline (2,000 lines, 200 queries)",
+            &["log-index", "--lines", "2000", "--queries", "200"],
+        ),
+        (
+            "key-value store (5,000 operations, 500 keys)",
+            &["kv-store", "--operations", "5000", "--keys", "500"],
+        ),
+    ];
     let shim_env = vec![(
         "JEPROF_SHIM".to_string(),
         "sample_rate:4096,unwinder:eh_frame".to_string(),
     )];
-    match (
-        runner::run_child(&binaries.plain, &args, &[]),
-        runner::run_child(&binaries.shim, &args, &shim_env),
-    ) {
-        (Ok(plain), Ok(shim)) => {
-            report.push_str(&format!(
-                "  plain: {}\n  shim: {}\n",
-                line(&plain),
-                line(&shim)
-            ));
-            // The same work under both allocators, and the shim sampled it.
-            if plain.get("checksum").is_none() || plain.get("checksum") != shim.get("checksum") {
-                problems.push(format!(
-                    "log pipeline: checksums differ: {} vs {}",
+    for (name, args) in workloads {
+        report.push_str(&format!("\n{name}, each child:\n"));
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        match (
+            runner::run_child(&binaries.plain, &args, &[]),
+            runner::run_child(&binaries.shim, &args, &shim_env),
+        ) {
+            (Ok(plain), Ok(shim)) => {
+                report.push_str(&format!(
+                    "  plain: {}\n  shim: {}\n",
                     line(&plain),
                     line(&shim)
                 ));
+                // The same work under both allocators, and the shim sampled it.
+                if plain.get("checksum").is_none() || plain.get("checksum") != shim.get("checksum")
+                {
+                    problems.push(format!(
+                        "{name}: checksums differ: {} vs {}",
+                        line(&plain),
+                        line(&shim)
+                    ));
+                }
+                if shim.number("samples").unwrap_or(0.0) < 10.0 {
+                    problems.push(format!("{name}: too few samples: {}", line(&shim)));
+                }
+                // The paired CPU-time rounds (`--workload`) read these.
+                for out in [&plain, &shim] {
+                    if out.number("cpu_ns").is_none() || out.number("elapsed_ns").is_none() {
+                        problems.push(format!("{name}: no cpu_ns/elapsed_ns: {}", line(out)));
+                    }
+                }
             }
-            if shim.number("samples").unwrap_or(0.0) < 10.0 {
-                problems.push(format!("log pipeline: too few samples: {}", line(&shim)));
-            }
+            (Err(e), _) | (_, Err(e)) => problems.push(format!("{name}: {e}")),
         }
-        (Err(e), _) | (_, Err(e)) => problems.push(format!("log pipeline: {e}")),
     }
 
     report.push_str("\ndump of 2,000 live samples:\n");

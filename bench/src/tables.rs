@@ -36,6 +36,14 @@ fn notes(m: &Measurements, i: usize) -> String {
 
 /// The one-line description of the run.
 pub fn header(plan: &Plan) -> String {
+    if let Some(args) = &plan.workload {
+        return format!(
+            "workload `{}`, one thread; {} interleaved rounds; CPU time (user + system) of the \
+             whole process while it runs\n",
+            args.join(" "),
+            plan.rounds
+        );
+    }
     let c = &plan.churn;
     let measured = if c.warmup == 0 {
         "CPU time (user + system) of the whole process".to_string()
@@ -231,6 +239,7 @@ mod tests {
                 &Binaries::in_dir(Path::new("/x")),
                 &layouts,
             ),
+            workload: None,
             churn: Churn {
                 threads: 2,
                 allocations: 100,

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use jeprof_bench::realistic::{self, LogIndex};
+use jeprof_bench::realistic::{self, KvStore, LogIndex};
 use jeprof_bench::workload::{self, Churn};
 
 #[global_allocator]
@@ -42,8 +42,10 @@ enum Task {
         allocations: u64,
     },
     /// The log pipeline and search index (`jeprof_bench::realistic`); prints its checksum,
-    /// samples, unwinder.
+    /// elapsed_ns, cpu_ns, samples, unwinder.
     LogIndex(LogIndex),
+    /// The key–value store under a mixed load (`jeprof_bench::realistic`); prints the same.
+    KvStore(KvStore),
     /// Keeps that many 32-byte blocks live over 64 distinct stacks, then times a raw dump and
     /// two symbolized ones.
     Dump {
@@ -82,15 +84,24 @@ fn main() {
             println!("unwinder {:?}", stats.unwinder);
         }
         Task::LogIndex(shape) => {
-            println!("checksum {}", realistic::log_index(&shape));
-            let stats = jeprof_shim::stats();
-            println!("samples {}", stats.samples_taken);
-            println!("unwinder {:?}", stats.unwinder);
+            realistic::run_timed(|| realistic::log_index(&shape));
+            print_samples();
+        }
+        Task::KvStore(load) => {
+            realistic::run_timed(|| realistic::kv_store(&load));
+            print_samples();
         }
         Task::SampleCost { allocations } => sample_cost(allocations as usize),
         Task::Dump { live } => dump_time(live as usize),
         Task::PeakMemory { depth, per_stack } => peak_memory(depth, per_stack as usize),
     }
+}
+
+/// What the shim reports after a workload: samples taken and the unwinder in use.
+fn print_samples() {
+    let stats = jeprof_shim::stats();
+    println!("samples {}", stats.samples_taken);
+    println!("unwinder {:?}", stats.unwinder);
 }
 
 /// Recurses `depth` frames, then runs `f`: every allocation `f` makes has a deep stack.

@@ -31,9 +31,10 @@
 //!   pointers.
 //!
 //! Limits: CFI it does not follow (a CFA given as a DWARF expression, as in glibc's signal
-//! trampoline `__restore_rt`; a register saved in another register) ends the walk there, so a
-//! stack captured inside a signal handler stops at the signal frame (allocating in a signal
-//! handler is undefined anyway). After a library is unloaded and another loaded at the same
+//! trampoline `__restore_rt`; a register saved in another register; a CFA offset that is not a
+//! positive multiple of 8; a caller's `rbp` saved at or above the return address) ends the walk
+//! there, so a stack captured inside a signal handler stops at the signal frame (allocating in a
+//! signal handler is undefined anyway). After a library is unloaded and another loaded at the same
 //! address, up to 63 captures per cache may still use a cached rule of the old one (a wrong
 //! frame, never a bad read). Snapshots replaced after a `dlopen`/`dlclose` are kept, not freed,
 //! because another thread may still be reading one: about a hundred bytes per object per load or
@@ -118,69 +119,79 @@ mod imp {
     }
 
     /// How to step from a frame to its caller, from the CFI row at its address: the canonical
-    /// frame address (CFA) is `rsp` or `rbp` plus `cfa_offset`; the return address is stored at
-    /// `CFA − 8` (where `call` pushed it: x86_64 CFI always says so, and a row that says otherwise
-    /// is a `STOP`), the caller's `rbp` at `CFA + bp_at` (or kept, when `bp_at` is `KEPT`); the
-    /// caller's `rsp` is the CFA. Whole words, so reading one takes no shifts or masks.
+    /// frame address (CFA) is `rsp` (or `rbp`, when `from_bp`) plus `cfa_offset`; the return
+    /// address is stored at `CFA − 8` (where `call` pushed it: x86_64 CFI always says so, and a row
+    /// that says otherwise ends the walk), the caller's `rbp` at `CFA + bp_at` (or kept, when
+    /// `bp_at` is `KEPT`); the caller's `rsp` is the CFA.
+    ///
+    /// Eight bytes, so it travels in one register; and no separate "kind": a row the walk cannot
+    /// follow (or the end of the stack) is [`Rule::STOP`], whose CFA equals `rsp`, which the walk's
+    /// one bounds check (the CFA must lie above `rsp`) refuses. So a cached frame costs no branch
+    /// on the kind of rule, only the `rsp`/`rbp` select.
     #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    #[repr(C)]
     struct Rule {
+        /// A positive multiple of 8 (0 only in `Rule::STOP`).
         cfa_offset: i32,
-        /// A multiple of 8 (or `KEPT`), so it keeps the CFA's alignment.
-        bp_at: i32,
-        kind: u32,
+        /// A multiple of 8 and at most −8 (or `KEPT`): an aligned word below the return address.
+        bp_at: i16,
+        from_bp: bool,
     }
 
-    const KEPT: i32 = i32::MIN;
-    /// `kind`s: none (an empty slot's); CFA from rsp; from rbp; the stack ends here (the return
-    /// address is undefined); the CFI is one this walker does not follow (an expression, a
-    /// register rule): the walk stops, as it does where there is no CFI.
-    const EMPTY: u32 = 0;
-    const FROM_SP: u32 = 1;
-    const FROM_BP: u32 = 2;
-    const END: u32 = 3;
-    const STOP: u32 = 4;
+    const KEPT: i16 = i16::MIN;
 
     impl Rule {
-        const fn of(kind: u32) -> Rule {
-            Rule {
-                kind,
-                cfa_offset: 0,
-                bp_at: KEPT,
-            }
-        }
+        /// Ends the walk: CFA = `rsp` + 0, never above `rsp`. Used where the return address is
+        /// undefined (`_start`, thread start), where there is no CFI, and for CFI this walker does
+        /// not follow (an expression, a register rule): libgcc stops at the first two as well.
+        const STOP: Rule = Rule {
+            cfa_offset: 0,
+            bp_at: KEPT,
+            from_bp: false,
+        };
 
         /// The rule a CFI row gives, for the three registers that matter here.
         fn from_row<S: UnwindContextStorage<usize>>(row: &UnwindTableRow<usize, S>) -> Rule {
-            let (kind, cfa_offset) = match *row.cfa() {
+            let (from_bp, cfa_offset) = match *row.cfa() {
                 CfaRule::RegisterAndOffset { register, offset } => {
-                    let Ok(offset) = i32::try_from(offset) else {
-                        return Rule::of(STOP);
+                    // A CFA at or below the register it is computed from is never a caller's
+                    // frame (and would read as `STOP` anyway).
+                    // A multiple of 8, so the CFA keeps the word alignment of its base (x86_64
+                    // CFI never says otherwise).
+                    let Ok(offset @ 1..) = i32::try_from(offset) else {
+                        return Rule::STOP;
                     };
+                    if offset % 8 != 0 {
+                        return Rule::STOP;
+                    }
                     match register {
-                        X86_64::RSP => (FROM_SP, offset),
-                        X86_64::RBP => (FROM_BP, offset),
-                        _ => return Rule::of(STOP),
+                        X86_64::RSP => (false, offset),
+                        X86_64::RBP => (true, offset),
+                        _ => return Rule::STOP,
                     }
                 }
-                CfaRule::Expression(_) => return Rule::of(STOP),
+                CfaRule::Expression(_) => return Rule::STOP,
             };
             match row.register(X86_64::RA) {
-                Some(RegisterRule::Undefined) => return Rule::of(END),
                 Some(RegisterRule::Offset(-8)) => {}
-                _ => return Rule::of(STOP),
+                // Undefined (the outermost frame) and anything else: the walk ends here.
+                _ => return Rule::STOP,
             }
+            // The caller's rbp is saved below the return address (pushed after it), which the
+            // walk relies on: it reads `CFA + bp_at` after checking only that it is at or above
+            // `rsp`. x86_64 CFI never says otherwise; a row that does ends the walk.
             let bp_at = match row.register(X86_64::RBP) {
                 None | Some(RegisterRule::SameValue) => KEPT,
-                Some(RegisterRule::Offset(o)) if o % 8 == 0 => match i32::try_from(o) {
+                Some(RegisterRule::Offset(o)) if o % 8 == 0 && o <= -8 => match i16::try_from(o) {
                     Ok(o) if o != KEPT => o,
-                    _ => return Rule::of(STOP),
+                    _ => return Rule::STOP,
                 },
-                _ => return Rule::of(STOP),
+                _ => return Rule::STOP,
             };
             Rule {
-                kind,
                 cfa_offset,
                 bp_at,
+                from_bp,
             }
         }
     }
@@ -200,77 +211,104 @@ mod imp {
     const RULE_SLOTS: usize = 1024;
 
     /// One slot: an address and its rule; address 0 (never looked up) marks an empty slot.
+    /// Sixteen bytes, so a slot is found with a shift, and a slot never straddles cache lines.
     #[derive(Clone, Copy)]
+    #[repr(C, align(16))]
     struct Entry {
         address: u64,
         rule: Rule,
     }
 
-    /// Rules by return address, and gimli's context for computing a missing one.
+    /// Rules by return address, and what computing a missing one needs.
+    ///
+    /// Two parts, so that the walk can hold the slots (their address stays in a register across
+    /// the cold miss call) and the miss path the rest, each borrowed on its own.
     struct RuleCache {
+        entries: Box<[Entry; RULE_SLOTS]>,
+        state: MissState,
+    }
+
+    /// What a miss needs besides the slots.
+    struct MissState {
         /// The snapshot (`changes`) the rules were computed under; the slots are cleared when it
         /// differs, since an address may then belong to another object.
         generation: u64,
         /// Captures since this cache last compared its generation with the loader's counters.
         uses: u32,
-        entries: Box<[Entry; RULE_SLOTS]>,
+        /// The index of the object that held the last missed address (neighbouring frames
+        /// mostly share an object).
+        hint: usize,
         context: Box<UnwindContext<usize, FixedStorage>>,
     }
 
     const NO_ENTRY: Entry = Entry {
         address: 0,
-        rule: Rule::of(EMPTY),
+        rule: Rule::STOP,
     };
 
     impl RuleCache {
         fn new() -> RuleCache {
-            // Built on the heap (a 24 KiB array is too much for a small thread's stack).
+            // Built on the heap (a 16 KiB array is too much for a small thread's stack).
             let entries: Box<[Entry]> = vec![NO_ENTRY; RULE_SLOTS].into_boxed_slice();
             RuleCache {
-                generation: u64::MAX,
-                uses: 0,
                 entries: entries.try_into().unwrap_or_else(|_| unreachable!()),
-                context: Box::new(UnwindContext::new_in()),
+                state: MissState {
+                    generation: u64::MAX,
+                    uses: 0,
+                    hint: 0,
+                    context: Box::new(UnwindContext::new_in()),
+                },
             }
         }
+    }
 
+    /// The rule for `address` (a return address minus one, or the first frame's pc).
+    #[inline(always)]
+    fn rule<'e>(
+        entries: &'e mut [Entry; RULE_SLOTS],
+        state: &mut MissState,
+        address: u64,
+    ) -> &'e Rule {
+        // Fibonacci hashing on the low 32 bits (one multiply by an immediate; the slots only
+        // need neighbouring addresses spread): the top 10 bits of the product index the 2^10
+        // slots, so no bounds check is needed.
+        let slot = ((address as u32).wrapping_mul(0x9e37_79b1) >> 22) as usize;
+        // An empty slot's address is 0, which is never looked up (`walk` stops below 4096).
+        if entries[slot].address != address {
+            state.miss(entries, address, slot);
+        }
+        // Read from the slot on both paths, so a hit loads each field straight from it.
+        &entries[slot].rule
+    }
+
+    impl MissState {
         /// Brings the snapshot up to date with the loader and empties the slots if it changed.
         /// `None` if there is no snapshot (the loader gave no counters).
-        fn sync(&mut self) -> Option<&'static Snapshot> {
+        fn sync(&mut self, entries: &mut [Entry; RULE_SLOTS]) -> Option<&'static Snapshot> {
             self.uses = 0;
             let snapshot = current_snapshot()?;
             if self.generation != snapshot.changes {
-                self.entries.fill(NO_ENTRY);
+                entries.fill(NO_ENTRY);
                 self.generation = snapshot.changes;
             }
             Some(snapshot)
         }
 
-        /// The rule for `address` (a return address minus one, or the first frame's pc).
-        #[inline(always)]
-        fn rule(&mut self, address: u64, hint: &mut usize) -> Rule {
-            // Fibonacci hashing: neighbouring addresses spread over the slots; the top 10 bits
-            // index the 2^10 slots, so no bounds check is needed.
-            let slot = (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize;
-            let entry = &self.entries[slot];
-            // An empty slot's address is 0, which is never looked up (`walk` stops below 4096).
-            if entry.address == address {
-                return entry.rule;
-            }
-            self.miss(address, hint, slot)
-        }
-
         /// Computes and stores the rule for `address` in `slot`: the cold path.
         #[cold]
         #[inline(never)]
-        fn miss(&mut self, address: u64, hint: &mut usize, slot: usize) -> Rule {
+        fn miss(&mut self, entries: &mut [Entry; RULE_SLOTS], address: u64, slot: usize) {
             // The unwind tables are read only here, and only through a snapshot checked against
             // the loader just now: every object it names is loaded (see `Snapshot`).
-            let Some(snapshot) = self.sync() else {
-                return Rule::of(STOP);
+            let Some(snapshot) = self.sync(entries) else {
+                entries[slot % RULE_SLOTS] = Entry {
+                    address,
+                    rule: Rule::STOP,
+                };
+                return;
             };
-            let rule = match snapshot.find(address, hint) {
-                None => Rule::of(STOP),
+            let rule = match snapshot.find(address, &mut self.hint) {
+                None => Rule::STOP,
                 Some(object) => object
                     .hdr
                     .table()
@@ -285,10 +323,9 @@ mod imp {
                             )
                             .ok()
                     })
-                    .map_or(Rule::of(STOP), Rule::from_row),
+                    .map_or(Rule::STOP, Rule::from_row),
             };
-            self.entries[slot % RULE_SLOTS] = Entry { address, rule };
-            rule
+            entries[slot % RULE_SLOTS] = Entry { address, rule };
         }
     }
 
@@ -301,20 +338,50 @@ mod imp {
     static CACHES: [AtomicPtr<RuleCache>; CACHE_SLOTS] =
         [const { AtomicPtr::new(std::ptr::null_mut()) }; CACHE_SLOTS];
 
-    thread_local! {
-        /// This thread's stack as `(bottom, top)`; (0, 0) until asked, (1, 1) if unknown.
-        static STACK: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// What a capture needs to know about its thread, kept in one thread-local so that a capture
+    /// makes one thread-local access: the stack's bounds and where in the cache pool to start.
+    #[derive(Clone, Copy)]
+    struct ThisThread {
+        /// The stack as `[bottom, top)`; `top` ≤ 1 when unknown (0: not asked yet).
+        bottom: usize,
+        top: usize,
+        /// The pool slot this thread tries first (its uid modulo the pool's size), so threads
+        /// rarely meet in one.
+        slot: usize,
     }
 
-    fn stack_bounds() -> (usize, usize) {
-        STACK
-            .try_with(|s| {
-                if s.get().0 == 0 {
-                    s.set(super::super::ask_stack_bounds().unwrap_or((1, 1)));
+    thread_local! {
+        static THIS_THREAD: Cell<ThisThread> =
+            const { Cell::new(ThisThread { bottom: 0, top: 0, slot: 0 }) };
+    }
+
+    /// This thread's [`ThisThread`], asked for on its first capture.
+    #[inline(always)]
+    fn this_thread() -> ThisThread {
+        let unknown = ThisThread {
+            bottom: 1,
+            top: 1,
+            slot: 0,
+        };
+        THIS_THREAD
+            .try_with(|t| {
+                if t.get().top == 0 {
+                    t.set(ask_this_thread());
                 }
-                s.get()
+                t.get()
             })
-            .unwrap_or((1, 1))
+            .unwrap_or(unknown)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ask_this_thread() -> ThisThread {
+        let (bottom, top) = super::super::ask_stack_bounds().unwrap_or((1, 1));
+        ThisThread {
+            bottom,
+            top,
+            slot: thread::uid() as usize % CACHE_SLOTS,
+        }
     }
 
     /// Unwinds the calling thread with the `.eh_frame` tables, writing return addresses whose
@@ -339,91 +406,137 @@ mod imp {
                 options(nomem, nostack, preserves_flags)
             )
         };
-        let (bottom, top) = stack_bounds();
+        let this = this_thread();
+        let top = this.top as u64;
         // `sp` is in this function's frame: everything from it to the top of the thread's stack
         // is live stack. Outside that stack (an alternate signal stack) we do not know the bounds.
-        if top <= 1 || !(bottom..top).contains(&(sp as usize)) || top - (sp as usize) < 16 {
+        // `sp` is 16-aligned here (the ABI's alignment at a call, kept by the prologue), which
+        // `Walk::step` relies on.
+        if top <= 1 || !(this.bottom as u64..top).contains(&sp) || top - sp < 16 || sp % 8 != 0 {
             return 0;
         }
-        let Some(mut cache) = take_cache() else {
+        let Some(mut cache) = take_cache(this.slot) else {
             return 0;
         };
         // Cached rules are reused without asking the loader (a miss always asks first), but not
         // for long: every 64th capture on a cache compares it with the loader's counters, so a
         // rule of an unloaded object does not outlive it by much (it could only give a wrong
-        // frame, never a bad read: rules only read the stack, through `read`).
-        cache.uses += 1;
-        if cache.uses >= 64 && cache.sync().is_none() {
-            put_cache(cache);
+        // frame, never a bad read: rules only read the stack, through `Walk::step`).
+        let RuleCache { entries, state } = &mut *cache;
+        let entries: &mut [Entry; RULE_SLOTS] = entries;
+        state.uses += 1;
+        if state.uses >= 64 && state.sync(entries).is_none() {
+            put_cache(cache, this.slot);
             return 0;
         }
-        let (low, span) = (sp, top as u64 - 8 - sp);
-        // Reads the stack word at `addr` if low ≤ addr ≤ top − 8 (one compare: an address below
-        // `low` wraps to above `span`). The callers only pass 8-aligned addresses (the CFA is
-        // checked for alignment, and every offset from it is a multiple of 8).
-        let read = |addr: u64| -> Option<u64> {
-            if addr.wrapping_sub(low) > span {
-                return None;
-            }
-            // SAFETY: low ≤ addr ≤ low + span = top − 8 and 8-aligned (above): a word of this
-            // thread's live stack, which lies between this function's own frame and the top of
-            // the stack mapping.
-            Some(unsafe { *(addr as *const u64) })
-        };
-        let (mut sp, mut bp) = (sp, bp);
+        let mut walk = Walk { top, sp, bp };
         // The first frame is this function's at `ip`; callers' are looked up at their return
         // address minus one, inside the call instruction (a call may be a function's last).
+        // Frames up to the marker's are the profiler's own: stepped over, not recorded. The
+        // caller's stack pointer is the callee's CFA, which is what libgcc's `_Unwind_GetCFA`
+        // compares with the marker.
         let mut address = ip;
-        let mut hint = 0usize;
-        let mut n = 0;
-        loop {
-            let rule = cache.rule(address, &mut hint);
-            let base = match rule.kind {
-                FROM_SP => sp,
-                FROM_BP => bp,
-                _ => break,
+        let first = loop {
+            let Some(ret) = walk.step(entries, state, address) else {
+                break None;
             };
-            // Wrapping arithmetic: an address that wraps lands outside the stack, which `read`
-            // refuses, or at or below `sp`, which the next check refuses.
-            let cfa = base.wrapping_add_signed(rule.cfa_offset.into());
-            // The stack only grows towards the top: this also bounds the walk.
-            if cfa <= sp || cfa % 8 != 0 {
-                break;
-            }
-            let Some(ret) = read(cfa.wrapping_sub(8)) else {
-                break;
-            };
-            if rule.bp_at != KEPT {
-                match read(cfa.wrapping_add_signed(rule.bp_at.into())) {
-                    Some(v) => bp = v,
-                    None => break,
-                }
-            }
-            sp = cfa;
-            if ret < 4096 {
-                break;
-            }
-            // The caller's stack pointer is the callee's CFA, which is what libgcc's
-            // `_Unwind_GetCFA` compares with the marker.
-            if cfa as usize > marker {
-                buf[n].write(ret);
-                n += 1;
-                if n == buf.len() {
-                    break;
-                }
+            if walk.sp as usize > marker {
+                break Some(ret);
             }
             address = ret - 1;
+        };
+        // Two loops rather than a marker test per frame. The slots after the first are walked
+        // as an iterator (a pointer compared with the end), so writing one needs no bounds check.
+        let mut n = 0;
+        if let (Some(mut ret), Some((head, tail))) = (first, buf.split_first_mut()) {
+            head.write(ret);
+            n = 1;
+            for slot in tail {
+                match walk.step(entries, state, ret - 1) {
+                    Some(next) => ret = next,
+                    None => break,
+                }
+                slot.write(ret);
+                n += 1;
+            }
         }
-        put_cache(cache);
+        put_cache(cache, this.slot);
         n
     }
 
-    /// A rule cache from the pool, or a new one (allocated under the re-entrancy guard).
-    fn take_cache() -> Option<CacheBox> {
-        let slot = thread::uid() as usize % CACHE_SLOTS;
-        for i in 0..CACHE_SLOTS {
-            // Ordering: Acquire pairs with the Release in `put_cache`, so the cache's contents
-            // written by the thread that last used it are visible here.
+    /// The registers of the frame being unwound, and the top of the stack.
+    ///
+    /// Invariant: `[sp, top)` is live stack of this thread (from `walk`'s own frame, or above
+    /// it, to the top of the stack mapping), and `sp` is 8-aligned.
+    struct Walk {
+        top: u64,
+        sp: u64,
+        bp: u64,
+    }
+
+    impl Walk {
+        /// Steps from the frame at `address` (its pc, or a return address minus one) to its
+        /// caller: updates `sp` and `bp` and returns the caller's return address, or `None` where
+        /// the stack ends or cannot be followed.
+        #[inline(always)]
+        fn step(
+            &mut self,
+            entries: &mut [Entry; RULE_SLOTS],
+            state: &mut MissState,
+            address: u64,
+        ) -> Option<u64> {
+            let rule = rule(entries, state, address);
+            // `rbp` rounded down to a word: in a frame that sets it up it is aligned already
+            // (copied from the aligned `rsp`); elsewhere it may hold anything, and rounding keeps
+            // the CFA aligned without a check per frame, as `cfa_offset` is a multiple of 8.
+            let base = if rule.from_bp { self.bp & !7 } else { self.sp };
+            // Wrapping arithmetic: a CFA that wraps fails the bounds check below.
+            let cfa = base.wrapping_add_signed(rule.cfa_offset.into());
+            // The stack only grows towards the top: this bounds the walk, and refuses
+            // `Rule::STOP`, whose CFA is `sp`.
+            if cfa <= self.sp || cfa > self.top {
+                return None;
+            }
+            // SAFETY: sp < cfa ≤ top, both 8-aligned (the invariant; `base` is, and so is
+            // `cfa_offset`, see `Rule::from_row`), and the check just above:
+            // `cfa − 8` is an aligned word of `[sp, top)`, live stack by the invariant.
+            let ret = unsafe { *(cfa.wrapping_sub(8) as *const u64) };
+            if rule.bp_at != KEPT {
+                // `bp_at` ≤ −8 (`Rule::from_row`), so `at` ≤ cfa − 8: only its lower end needs a
+                // check (a wrapped `at` is above `cfa`, which `bp_at` ≤ −8 rules out).
+                let at = cfa.wrapping_add_signed(rule.bp_at.into());
+                if at < self.sp {
+                    return None;
+                }
+                // SAFETY: sp ≤ at ≤ cfa − 8 < top, 8-aligned (cfa and bp_at are): a word of
+                // live stack by the invariant.
+                self.bp = unsafe { *(at as *const u64) };
+            }
+            // Keeps the invariant: sp < cfa ≤ top, cfa 8-aligned.
+            self.sp = cfa;
+            (ret >= 4096).then_some(ret)
+        }
+    }
+
+    /// A rule cache from the pool, starting at `slot`, or a new one (allocated under the
+    /// re-entrancy guard).
+    #[inline(always)]
+    fn take_cache(slot: usize) -> Option<CacheBox> {
+        // Ordering: Acquire pairs with the Release in `put_cache`, so the cache's contents
+        // written by the thread that last used it are visible here.
+        let p = CACHES[slot % CACHE_SLOTS].swap(std::ptr::null_mut(), Ordering::Acquire);
+        if !p.is_null() {
+            return Some(CacheBox(p));
+        }
+        take_cache_elsewhere(slot)
+    }
+
+    /// [`take_cache`] when this thread's first slot is empty: the other slots, then a new cache.
+    #[cold]
+    #[inline(never)]
+    fn take_cache_elsewhere(slot: usize) -> Option<CacheBox> {
+        for i in 1..CACHE_SLOTS {
+            // Ordering: as in `take_cache`.
             let p = CACHES[(slot + i) % CACHE_SLOTS].swap(std::ptr::null_mut(), Ordering::Acquire);
             if !p.is_null() {
                 return Some(CacheBox(p));
@@ -433,11 +546,10 @@ mod imp {
         Some(CacheBox(Box::into_raw(Box::new(RuleCache::new()))))
     }
 
-    /// Puts a cache back into an empty slot, or frees it if all are full.
-    fn put_cache(cache: CacheBox) {
+    /// Puts a cache back into an empty slot, starting at `slot`, or frees it if all are full.
+    fn put_cache(cache: CacheBox, slot: usize) {
         let p = cache.0;
         std::mem::forget(cache);
-        let slot = thread::uid() as usize % CACHE_SLOTS;
         for i in 0..CACHE_SLOTS {
             // Ordering: Release pairs with the Acquire swap in `take_cache`.
             if CACHES[(slot + i) % CACHE_SLOTS]
