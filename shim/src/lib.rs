@@ -52,11 +52,14 @@
 //!
 //! ```text
 //! lib.rs       Profiled, the public functions
+//! http/        the `http` feature: listener → handlers (import profiler/, parts/, base/)
+//! exact.rs     ExactScopes, the exact per-scope counting wrapper (imports parts/scopes, base/)
 //! profiler/    control (JEPROF_SHIM, setters), peak (tracker) → sampled_path → report
-//!              (snapshots, stats, dumps) → window, auto_dump (sequenced dumps, writer thread)
-//!              → hooks (fork, exit) → init
-//! parts/       sampler · capture · sampled_arena · stacks · live_samples · thread_totals ·
-//!              symbolize · triggers · windows (each imports only base/)
+//!              (snapshots, stats, dumps) → window, scopes, pprof, auto_dump (sequenced dumps,
+//!              writer thread) → hooks (fork, exit) → init
+//! parts/       sampler · capture (+ eh_frame_unwind) · sampled_arena · stacks · live_samples ·
+//!              thread_totals · symbolize · build_ids · triggers · windows · scopes (each
+//!              imports only base/)
 //! base/        thread (per-thread state, re-entrancy guard) · settings · sync (lock, cache line,
 //!              exit key, loom traits) · hash (each imports nothing of the crate)
 //! ```
