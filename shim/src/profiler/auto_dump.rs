@@ -18,6 +18,7 @@ use std::sync::Mutex;
 
 use jeprof_dumpfmt::{Profile, Stack};
 
+use super::control;
 use super::peak::PEAK;
 use super::report;
 use crate::base::settings::{self, DEFAULT_DUMP_PREFIX};
@@ -62,8 +63,8 @@ static WRITER_PID: AtomicU32 = AtomicU32::new(0);
 /// The next file name of `kind`, taking its sequence numbers.
 fn next_name(kind: Kind) -> PathBuf {
     let prefix = lock(&settings::DUMP_PREFIX)
-        .clone()
-        .unwrap_or_else(|| DEFAULT_DUMP_PREFIX.to_string());
+        .as_deref()
+        .map_or_else(|| DEFAULT_DUMP_PREFIX.to_string(), control::with_pid);
     let pid = std::process::id();
     // Ordering, for the counters: unique tickets; they publish nothing.
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);

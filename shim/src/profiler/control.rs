@@ -51,10 +51,10 @@ impl std::error::Error for ConfigError {}
 
 /// Applies a `key:value,key:value` string (the `JEPROF_SHIM` syntax). Keys:
 /// `sample_rate` (bytes, 0 = off), `active` (true/false), `seed` (u64), `max_frames` (1–256),
-/// `symbolize` (true/false), `dump_on_exit` (a path; empty = none), `unwinder` (fp, eh_frame,
+/// `symbolize` (true/false), `dump_on_exit` (a path, `%p` the pid; empty = none), `unwinder` (fp, eh_frame,
 /// backtrace, auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample),
-/// `max_stacks` (count ≥ 1), `dump_prefix` (a path prefix in a directory that exists; empty =
-/// `jeprof`), `dump_interval` (bytes, 0 = none), `dump_peak` (a factor > 1, 0 = none),
+/// `max_stacks` (count ≥ 1), `dump_prefix` (a path prefix in a directory that exists, `%p` the
+/// pid; empty = `jeprof`), `dump_interval` (bytes, 0 = none), `dump_peak` (a factor > 1, 0 = none),
 /// `peak_growth` (a factor > 1), `max_dumps` (count, 0 = all), `dump_final` (true/false),
 /// `service` (a name for pprof's labels; empty = none), `http` (`ip:port` to serve on, with the
 /// `http` feature; empty = none).
@@ -156,8 +156,9 @@ fn dump_path(value: &str) -> Result<Option<String>, String> {
     if value.is_empty() {
         return Ok(None);
     }
-    let path = std::path::Path::new(value);
-    if path.file_name().is_none() || value.ends_with('/') {
+    let expanded = with_pid(value);
+    let path = std::path::Path::new(&expanded);
+    if path.file_name().is_none() || expanded.ends_with('/') {
         return Err(format!("`{value}` names no file"));
     }
     let dir = path
@@ -168,6 +169,16 @@ fn dump_path(value: &str) -> Result<Option<String>, String> {
         return Err(format!("the directory `{}` does not exist", dir.display()));
     }
     Ok(Some(value.to_string()))
+}
+
+/// A dump path setting as this process writes it: every `%p` replaced by the process id, so that
+/// the children of a `fork` or an `exec` (which inherit the setting) write dumps of their own.
+pub(crate) fn with_pid(path: &str) -> String {
+    if path.contains("%p") {
+        path.replace("%p", &std::process::id().to_string())
+    } else {
+        path.to_string()
+    }
 }
 
 /// `service`'s name: empty for none; printable, without the `,` that would end the pair.

@@ -9,6 +9,7 @@ use std::sync::{MutexGuard, RwLockWriteGuard};
 use tikv_jemalloc_sys as jem;
 
 use super::auto_dump;
+use super::control;
 use super::peak::{PeakSnapshot, PEAK};
 use super::report;
 use crate::base::settings;
@@ -147,16 +148,19 @@ extern "C" fn fork_child() {
 }
 
 extern "C" fn dump_at_exit() {
-    // Ordering: see `install`.
-    if EXIT_HOOK_PID.load(Ordering::Relaxed) != std::process::id() {
-        return;
-    }
     let _guard = Guard::enter();
     let path = lock(&settings::DUMP_ON_EXIT).clone();
-    if let Some(path) = path {
+    // Ordering: see `install`.
+    let own_process = EXIT_HOOK_PID.load(Ordering::Relaxed) == std::process::id();
+    // A forked child inherits the setting and this hook: it dumps only when `%p` gives it a file
+    // of its own, and never runs the parent's final sequenced dump.
+    let path = path.filter(|path| own_process || path.contains("%p"));
+    if let Some(path) = path.as_deref().map(control::with_pid) {
         if let Err(e) = report::dump(Path::new(&path)) {
             eprintln!("jeprof-shim: dump_on_exit to {path} failed: {e}");
         }
     }
-    auto_dump::at_exit();
+    if own_process {
+        auto_dump::at_exit();
+    }
 }
