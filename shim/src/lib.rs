@@ -218,6 +218,7 @@ use std::io::Write;
 use std::path::Path;
 
 mod base;
+pub mod c_api;
 mod exact;
 #[cfg(feature = "http")]
 pub mod http;

@@ -176,6 +176,16 @@ pub(crate) unsafe fn alloc_sampled(
 /// `ptr` lies in the sampled arena ([`sampled_arena::RangeCopy::contains`]) and was allocated
 /// with `layout` (the `GlobalAlloc::dealloc` contract).
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
+    forget_sampled(ptr);
+    let flags = sampled_arena::free_flags(layout.size(), layout.align());
+    // SAFETY: ptr was allocated by mallocx in the sampled arena with this size and alignment
+    // (caller contract), so this size and the same alignment flags free it; jemalloc finds the
+    // arena from the object itself.
+    unsafe { jem::sdallocx(ptr.cast(), layout.size(), flags) };
+}
+
+/// Removes the live sample at `ptr` from the profile (and from the open windows).
+fn forget_sampled(ptr: *mut u8) {
     let removed = lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
     if let Some(record) = removed {
         triggers::on_free(triggers::weight_bytes(record.counted_bytes));
@@ -185,9 +195,19 @@ pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
             windows::on_free(ptr as usize);
         }
     }
-    let flags = sampled_arena::free_flags(layout.size(), layout.align());
-    // SAFETY: ptr was allocated by mallocx in the sampled arena with this size and alignment
-    // (caller contract), so this size and the same alignment flags free it; jemalloc finds the
-    // arena from the object itself.
-    unsafe { jem::sdallocx(ptr.cast(), layout.size(), flags) };
+}
+
+/// Forgets and frees a sampled object whose size and alignment the caller does not know (C's
+/// `free`, `crate::c_api`): jemalloc's unsized free reads them from the object's metadata.
+///
+/// # Safety
+/// `ptr` lies in the sampled arena and is a live object allocated there by [`alloc_sampled`].
+pub(crate) unsafe fn free_sampled_unsized(ptr: *mut u8) {
+    forget_sampled(ptr);
+    // A 1-byte, 1-aligned object needs no alignment flag, so these are the thread's sampled
+    // tcache flag alone, which is all an unsized free takes.
+    let flags = sampled_arena::free_flags(1, 1);
+    // SAFETY: ptr is a live object of the sampled arena (caller contract); dallocx finds its size
+    // and arena from jemalloc's own metadata.
+    unsafe { jem::dallocx(ptr.cast(), flags) };
 }
