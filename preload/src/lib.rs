@@ -1,0 +1,135 @@
+//! # libjeprof_preload.so: heap profiles of unmodified programs
+//!
+//! `LD_PRELOAD=libjeprof_preload.so JEPROF_SHIM=dump_on_exit:/tmp/heap.%p.prof program` replaces
+//! the program's `malloc` family with jemalloc behind jeprof-shim's sampler: the same sampled
+//! arena, stacks, dumps, settings, automatic dumps and HTTP listener as a Rust program built with
+//! `jeprof_shim::Profiled` (one implementation: this library only exports the C names over
+//! [`jeprof_shim::c_api`]). The manual is `preload/README.md`; the design, `docs/design.md` §16.
+//!
+//! Exported, with glibc's semantics: `malloc`, `free`, `calloc`, `realloc`, `reallocarray`,
+//! `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `malloc_usable_size`.
+//! C++'s `operator new` and `operator delete` reach them through libstdc++.
+//!
+//! None of these functions unwinds: they are `extern "C"`, so a panic inside the profiler aborts
+//! the process (with Rust's one-line "panic in a function that cannot unwind") rather than
+//! unwinding into C frames.
+
+use std::ffi::{c_int, c_void};
+
+use jeprof_shim::c_api;
+
+/// The library's own Rust allocations (the profiler's tables, dumps, symbolization, the HTTP
+/// listener) go to jemalloc directly: never through the exported `malloc`, so never sampled and
+/// never re-entering the profiler.
+#[global_allocator]
+static LIBRARY_HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// C's `malloc`.
+///
+/// # Safety
+/// C's contract: the block is freed at most once, by this library's `free` or `realloc`.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::malloc(size) }
+}
+
+/// C's `free`.
+///
+/// # Safety
+/// `ptr` is NULL or a live block of this library's allocation functions, freed once.
+#[no_mangle]
+pub unsafe extern "C" fn free(ptr: *mut c_void) {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::free(ptr) }
+}
+
+/// C's `calloc`.
+///
+/// # Safety
+/// As for [`malloc`].
+#[no_mangle]
+pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::calloc(count, size) }
+}
+
+/// C's `realloc` (glibc's: `realloc(p, 0)` frees `p` and returns NULL).
+///
+/// # Safety
+/// As for [`free`] for `ptr`.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::realloc(ptr, size) }
+}
+
+/// glibc's `reallocarray`.
+///
+/// # Safety
+/// As for [`free`] for `ptr`.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::reallocarray(ptr, count, size) }
+}
+
+/// POSIX's `posix_memalign`.
+///
+/// # Safety
+/// `out` is valid for a pointer write; as for [`malloc`] otherwise.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::posix_memalign(out, align, size) }
+}
+
+/// C11's `aligned_alloc`.
+///
+/// # Safety
+/// As for [`malloc`].
+#[no_mangle]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::aligned_alloc(align, size) }
+}
+
+/// The obsolete `memalign`.
+///
+/// # Safety
+/// As for [`malloc`].
+#[no_mangle]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::memalign(align, size) }
+}
+
+/// The obsolete `valloc`.
+///
+/// # Safety
+/// As for [`malloc`].
+#[no_mangle]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::valloc(size) }
+}
+
+/// The obsolete `pvalloc`.
+///
+/// # Safety
+/// As for [`malloc`].
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::pvalloc(size) }
+}
+
+/// glibc's `malloc_usable_size`.
+///
+/// # Safety
+/// `ptr` is NULL or a live block of this library's allocation functions.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
+    // SAFETY: forwarded C contract.
+    unsafe { c_api::malloc_usable_size(ptr) }
+}
