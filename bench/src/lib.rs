@@ -14,6 +14,11 @@
 //!   (`log-index`, `kv-store`) for instruction counts under callgrind and, with the churn runner's
 //!   `--workload`, for paired CPU time.
 //!
+//! - **Real servers** ([`servers`], the `servers` binary): Debian's redis, memcached and nginx
+//!   under their own load generators on loopback, with plain jemalloc, jemalloc's profiler,
+//!   `libjeprof_preload.so` and glibc, compared by paired ratios; our profile of each, and our
+//!   estimates against heaptrack's exact live bytes.
+//!
 //! Under `cargo test` each bench runs its quick self-check instead ([`self_check`] for the churn),
 //! which fails when a mode's child fails or prints nothing. `bench/README.md` says how to run and
 //! read them; `bench/RESULTS.md` holds the figures, dated, with the commands that produced them.
@@ -25,6 +30,7 @@ pub mod modes;
 pub mod realistic;
 pub mod runner;
 pub mod self_check;
+pub mod servers;
 pub mod stats;
 pub mod tables;
 pub mod workload;
