@@ -24,6 +24,7 @@
 pub mod modes;
 pub mod realistic;
 pub mod runner;
+pub mod schemes;
 pub mod self_check;
 pub mod stats;
 pub mod tables;
