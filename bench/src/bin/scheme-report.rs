@@ -256,7 +256,7 @@ fn server_traces(args: &Args, skipped: &mut Vec<String>) -> Vec<(String, Trace, 
         match parsed {
             Ok(trace) => {
                 let what = format!(
-                    "heaptrack raw trace of `{}` (jemalloc preloaded beneath heaptrack) under {}, snapshot when the load ended (with `--traces`: at the last allocation before the teardown); site = the leaf-most frame in the server's executable",
+                    "heaptrack raw trace of `{}` (jemalloc preloaded beneath heaptrack) under {}, snapshot when the load ended (with `--traces`: at the last allocation before the teardown); site = the two leaf-most frames in the server's executable (the allocation wrapper and its caller), named by `addr2line` (in a stripped executable the nearest exported symbol, which may be wrong; the offsets are exact)",
                     server.programs()[0],
                     server.load()
                 );
