@@ -116,3 +116,52 @@ fn page_hash_samples_nothing_from_a_working_set_of_few_pages() {
     );
     assert_eq!(nothing(1), 0, "Poisson sampled nothing in some seed");
 }
+
+#[test]
+fn scheme_report_writes_the_report_and_its_three_figures() {
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_scheme-report"))
+        .arg("--out")
+        .arg(out.path())
+        .args([
+            "--seeds",
+            "3",
+            "--objects",
+            "3000",
+            "--reuse-rounds",
+            "3000",
+        ])
+        .args(["--no-servers", "--no-callgrind"])
+        .status()
+        .expect("scheme-report runs");
+    assert!(status.success(), "scheme-report: {status}");
+    let report = std::fs::read_to_string(out.path().join("REPORT.md")).expect("REPORT.md");
+    for section in [
+        "### leaky",
+        "### high-reuse",
+        "the server traces (`--no-servers`)",
+    ] {
+        assert!(report.contains(section), "REPORT.md lacks {section:?}");
+    }
+    for figure in ["error.svg", "coverage.svg", "sampled.svg"] {
+        let svg = std::fs::read_to_string(out.path().join(figure)).expect(figure);
+        assert!(
+            svg.starts_with("<svg") && svg.contains("poisson-4K"),
+            "{figure} is not the chart"
+        );
+    }
+}
+
+#[test]
+fn scheme_report_exits_2_naming_the_schemes_when_given_an_unknown_one() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_scheme-report"))
+        .args(["--driver", "poisson-3K"])
+        .output()
+        .expect("scheme-report runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("poisson-3K") && stderr.contains("addr-hash-1/256"),
+        "{stderr}"
+    );
+}
