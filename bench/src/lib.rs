@@ -14,6 +14,11 @@
 //!   (`log-index`, `kv-store`) for instruction counts under callgrind and, with the churn runner's
 //!   `--workload`, for paired CPU time.
 //!
+//! - **Sampling schemes** ([`schemes`], the `scheme-report` binary): per-byte Poisson, Bernoulli,
+//!   address and page hashes and a hybrid, replayed over real allocation streams and compared on the
+//!   error of their estimates against the exact truth (`bench/schemes/REPORT.md`,
+//!   `docs/design.md` §17).
+//!
 //! Under `cargo test` each bench runs its quick self-check instead ([`self_check`] for the churn),
 //! which fails when a mode's child fails or prints nothing. `bench/README.md` says how to run and
 //! read them; `bench/RESULTS.md` holds the figures, dated, with the commands that produced them.
