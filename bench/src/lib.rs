@@ -18,6 +18,10 @@
 //!   under their own load generators on loopback, with plain jemalloc, jemalloc's profiler,
 //!   `libjeprof_preload.so` and glibc, compared by paired ratios; our profile of each, and our
 //!   estimates against heaptrack's exact live bytes.
+//! - **Sampling schemes** ([`schemes`], the `scheme-report` binary): per-byte Poisson, Bernoulli,
+//!   address and page hashes and a hybrid, replayed over real allocation streams and compared on the
+//!   error of their estimates against the exact truth (`bench/schemes/REPORT.md`,
+//!   `docs/design.md` §17).
 //!
 //! Under `cargo test` each bench runs its quick self-check instead ([`self_check`] for the churn),
 //! which fails when a mode's child fails or prints nothing. `bench/README.md` says how to run and
@@ -29,6 +33,7 @@
 pub mod modes;
 pub mod realistic;
 pub mod runner;
+pub mod schemes;
 pub mod self_check;
 pub mod servers;
 pub mod stats;
