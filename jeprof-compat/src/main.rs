@@ -289,9 +289,15 @@ enum Format {
 
 #[derive(Args)]
 struct MergeArgs {
-    /// Dumps to merge.
-    #[arg(required = true, value_name = "DUMP")]
+    /// Dumps to merge, and directories: a directory stands for its regular files whose names do
+    /// not start with `.`, sorted by name (subdirectories are not entered).
+    #[arg(value_name = "DUMP|DIR", required_unless_present = "inputs_from")]
     dumps: Vec<PathBuf>,
+    /// Also merge the dumps FILE lists, one path per line (`-`: standard input), after the DUMP
+    /// arguments; blank lines and lines starting with `#` are skipped. The list is read as the
+    /// merge goes, so it can name any number of dumps. May be given several times.
+    #[arg(long = "inputs-from", alias = "inputs_from", value_name = "FILE")]
+    inputs_from: Vec<PathBuf>,
     /// Where to write the merged profile.
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
@@ -561,14 +567,27 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let inputs: Vec<merge::Input> = args
+        .dumps
+        .iter()
+        .cloned()
+        .map(merge::Input::Path)
+        .chain(args.inputs_from.iter().cloned().map(merge::Input::List))
+        .collect();
     let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(args.dumps.len() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
+        // Counting reads each list and directory once more: only worth it for the bar. Standard
+        // input cannot be read twice: then the bar counts without a total.
+        let (bar, template) = match merge::count(&inputs)? {
+            Some(total) => (
+                indicatif::ProgressBar::new(total),
                 "{bar:40} {pos}/{len} dumps, {per_sec}, eta {eta}",
-            )
-            .expect("static template"),
-        );
+            ),
+            None => (
+                indicatif::ProgressBar::no_length(),
+                "{spinner} {pos} dumps, {per_sec}, {elapsed}",
+            ),
+        };
+        bar.set_style(indicatif::ProgressStyle::with_template(template).expect("static template"));
         Some(bar)
     } else {
         None
@@ -578,8 +597,8 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
             b.inc(1);
         }
     };
-    let acc = merge::merge_files(
-        &args.dumps,
+    let acc = merge::merge_stream(
+        merge::expand(inputs),
         &args.common.symbolize(),
         &args.common.read_policy(),
         jobs,
@@ -587,6 +606,12 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     )?;
     if let Some(b) = &bar {
         b.finish_and_clear();
+    }
+    if acc.dumps() == 0 {
+        anyhow::bail!(
+            "no dumps to merge: the directories and lists given name none (a directory's files \
+             whose names start with `.` are left out)"
+        );
     }
     match args.format {
         Format::HeapV2 => {
