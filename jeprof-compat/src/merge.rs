@@ -37,11 +37,17 @@
 //! [`Accumulator::to_profile`] is the merged dump; [`OutputRounding`] is how its figures become
 //! heap_v2's integers ([`OutputRounding::write_options`]).
 //!
+//! # Labels
+//! The merged dump keeps the labels ([`Profile::labels`]: program, build id, host, pid…) on which
+//! every input agrees, and names the others in a `# dropped_labels: host,pid` annotation
+//! ([`DROPPED_LABELS`]), which a merge of merged dumps carries on: labels merge by intersection
+//! and dropped keys by union, both associative, so a tree reduce ends with the same labels.
+//!
 //! Frames above `0x7fffffffffffffff` (kernel addresses, which jeprof drops from every report) are
 //! left out. Per-thread lines and the header thread summaries are not carried over: thread uids mean nothing
 //! across processes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -90,12 +96,24 @@ pub struct Accumulator {
     /// How many of `names` and `frames` went out in earlier [`Partial`]s (a worker's accumulator).
     shipped_names: usize,
     shipped_frames: usize,
+    /// The labels on which every dump folded in by [`Accumulator::add_dump`] agrees (same key,
+    /// same value), in the first dump's order; `None` before the first.
+    labels: Option<Vec<(String, String)>>,
+    /// Keys of labels the dumps disagree on (a different value, or present in some only), and
+    /// those the inputs' own `# dropped_labels` annotations name (merges of merges).
+    dropped_labels: BTreeSet<String>,
 }
+
+/// The annotation in which a merged dump names the labels its inputs disagreed on:
+/// `# dropped_labels: host,pid` (keys sorted, comma-separated: keys never hold a comma).
+pub const DROPPED_LABELS: &str = "dropped_labels";
 
 /// One chunk's figures from a worker of [`merge_stream`], in that worker's ids, with the names and
 /// frames it interned since its previous chunk (ids continuing from those).
 struct Partial {
     worker: usize,
+    labels: Option<Vec<(String, String)>>,
+    dropped_labels: BTreeSet<String>,
     names: Vec<Arc<str>>,
     frames: Vec<Box<[u32]>>,
     stacks: FastMap<Box<[u32]>, Counts>,
@@ -159,6 +177,49 @@ impl Accumulator {
         self.intern_frame(&ids)
     }
 
+    /// Folds in the labels of one dump or of a group of dumps merged already (`None`: no dump
+    /// with labels information, which changes nothing), with the keys that group dropped: the
+    /// agreed labels are the intersection of (key, value) pairs, every key lost from it or never in
+    /// it is dropped. Intersection and union are associative and commutative, so any grouping of a
+    /// merge ends with the same labels.
+    fn note_labels(&mut self, labels: Option<&[(String, String)]>, dropped: BTreeSet<String>) {
+        let mut dropped = dropped;
+        self.dropped_labels.append(&mut dropped);
+        let Some(labels) = labels else {
+            return;
+        };
+        match &mut self.labels {
+            None => self.labels = Some(labels.to_vec()),
+            Some(agreed) => {
+                for (key, value) in labels {
+                    if !agreed.iter().any(|(k, v)| k == key && v == value) {
+                        self.dropped_labels.insert(key.clone());
+                    }
+                }
+                agreed.retain(|(key, value)| {
+                    let kept = labels.iter().any(|(k, v)| k == key && v == value);
+                    if !kept {
+                        self.dropped_labels.insert(key.clone());
+                    }
+                    kept
+                });
+            }
+        }
+        if let Some(agreed) = &mut self.labels {
+            agreed.retain(|(key, _)| !self.dropped_labels.contains(key));
+        }
+    }
+
+    /// The labels every dump agrees on, in the first dump's order.
+    pub fn labels(&self) -> &[(String, String)] {
+        self.labels.as_deref().unwrap_or_default()
+    }
+
+    /// The keys of the labels that were dropped because the dumps disagreed on them, sorted.
+    pub fn dropped_labels(&self) -> impl Iterator<Item = &str> {
+        self.dropped_labels.iter().map(String::as_str)
+    }
+
     fn note_period(&mut self, period: u64) {
         if period != 0 && (self.period == 0 || period < self.period) {
             self.period = period;
@@ -175,7 +236,8 @@ impl Accumulator {
         }
     }
 
-    /// Folds one resolved dump in.
+    /// Folds one resolved dump in. A resolved profile carries no labels: the result's labels are
+    /// those of the dumps added with [`Accumulator::add_dump`].
     pub fn add(&mut self, profile: &ResolvedProfile) {
         self.note_period(profile.sample_period);
         self.dumps += 1;
@@ -205,7 +267,20 @@ impl Accumulator {
     /// a symbolized dump goes straight from addresses to frame ids (each distinct address looked up
     /// once per dump, each distinct symbol entry demangled and cleaned once per merge) without
     /// building [`Frame`]s. Raw dumps (no symbol section) are resolved as [`resolve`] does.
+    ///
+    /// Its labels ([`Profile::labels`]) are kept where every dump so far agrees, the others
+    /// dropped ([`Accumulator::labels`], [`Accumulator::dropped_labels`]); the keys a merged input
+    /// names in its `# dropped_labels` annotation ([`DROPPED_LABELS`]) stay dropped.
     pub fn add_dump(&mut self, profile: Profile, source: &str, options: &SymbolizeOptions) {
+        let dropped = profile
+            .annotations
+            .iter()
+            .filter(|(key, _)| key == DROPPED_LABELS)
+            .flat_map(|(_, keys)| keys.split(','))
+            .filter(|key| !key.is_empty())
+            .map(String::from)
+            .collect();
+        self.note_labels(Some(&profile.labels), dropped);
         let Some(symbols) = profile.symbols.as_ref() else {
             self.add(&resolve(profile, source, options));
             return;
@@ -278,6 +353,8 @@ impl Accumulator {
         let capacity = self.stacks.len();
         let partial = Partial {
             worker,
+            labels: self.labels.take(),
+            dropped_labels: std::mem::take(&mut self.dropped_labels),
             names: self.names[self.shipped_names..].to_vec(),
             frames: self.frames[self.shipped_frames..].to_vec(),
             stacks: std::mem::replace(
@@ -295,6 +372,7 @@ impl Accumulator {
     /// Adds a worker's [`Partial`], translating its ids through what that worker shipped before
     /// (`translation`, extended here): the same sums as [`Accumulator::absorb`] of the chunk.
     fn absorb_partial(&mut self, translation: &mut Translation, partial: Partial) {
+        self.note_labels(partial.labels.as_deref(), partial.dropped_labels);
         self.note_period(partial.period);
         self.dumps += partial.dumps;
         for name in &partial.names {
@@ -317,13 +395,18 @@ impl Accumulator {
     }
 
     /// Adds everything `other` holds (the reduce step of a parallel merge).
-    pub fn absorb(&mut self, other: Accumulator) {
-        if self.dumps == 0 && self.stacks.is_empty() {
+    pub fn absorb(&mut self, mut other: Accumulator) {
+        if self.dumps == 0 && self.stacks.is_empty() && self.labels.is_none() {
             let period = self.period;
+            other.dropped_labels.append(&mut self.dropped_labels);
             *self = other;
             self.note_period(period);
             return;
         }
+        self.note_labels(
+            other.labels.as_deref(),
+            std::mem::take(&mut other.dropped_labels),
+        );
         self.note_period(other.period);
         self.dumps += other.dumps;
         let names: Vec<u32> = other.names.iter().map(|n| self.intern_name(n)).collect();
@@ -405,6 +488,13 @@ impl Accumulator {
             });
         }
         profile.symbols = Some(table);
+        profile.labels = self.labels().to_vec();
+        if !self.dropped_labels.is_empty() {
+            let keys: Vec<&str> = self.dropped_labels().collect();
+            profile
+                .annotations
+                .push((DROPPED_LABELS.to_string(), keys.join(",")));
+        }
         profile
     }
 

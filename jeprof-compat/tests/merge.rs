@@ -151,6 +151,23 @@ fn units(e: &Estimate, period: u64) -> f64 {
     e.objects * -(-(e.bytes / e.objects) / period as f64).exp_m1()
 }
 
+/// A dump's labels: some of three keys, with one of two values each (so inputs agree on some and
+/// disagree on others).
+fn labels_strategy() -> impl Strategy<Value = Vec<(String, String)>> {
+    prop::collection::vec((0u8..3, 0u8..2, any::<bool>()), 3).prop_map(|keys| {
+        keys.into_iter()
+            .enumerate()
+            .filter(|(_, (_, _, present))| *present)
+            .map(|(i, (_, value, _))| {
+                (
+                    ["service", "host", "build_id"][i].to_string(),
+                    format!("v{value}"),
+                )
+            })
+            .collect()
+    })
+}
+
 /// Stacks as allocations make them: objects of at least 8 bytes on average (heap_v2 cannot carry
 /// fewer bytes than objects).
 fn allocation_stacks_strategy() -> impl Strategy<Value = Vec<(Vec<u8>, f64, f64)>> {
@@ -176,13 +193,20 @@ proptest! {
     /// within 0.014% there; asserted at 0.1%).
     #[test]
     fn partial_merges_shipped_as_heap_v2_merge_to_the_merge_of_everything(
-        parts in prop::collection::vec((allocation_stacks_strategy(), 4u32..20, 0u64..4), 2..10),
+        parts in prop::collection::vec(
+            (allocation_stacks_strategy(), 4u32..20, 0u64..4, labels_strategy()),
+            2..10,
+        ),
         groups in 1usize..4,
     ) {
         let options = SymbolizeOptions::default();
         let profiles: Vec<Profile> = parts
             .iter()
-            .map(|(stacks, lg, build)| profile_from(stacks, 1u64 << lg, 0x400000 + build * 0x10000))
+            .map(|(stacks, lg, build, labels)| {
+                let mut p = profile_from(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
+                p.labels = labels.clone();
+                p
+            })
             .collect();
         let mut one = Accumulator::new();
         for (i, p) in profiles.iter().enumerate() {
@@ -200,6 +224,8 @@ proptest! {
             tree.add_dump(shipped, &format!("partial{g}"), &options);
         }
         prop_assert_eq!(tree.period(), one.period());
+        prop_assert_eq!(tree.labels(), one.labels());
+        prop_assert_eq!(tree.dropped_labels().collect::<Vec<_>>(), one.dropped_labels().collect::<Vec<_>>());
         let (want, got) = (one.canonical(), tree.canonical());
         let want_keys: Vec<_> = want.keys().filter(|k| !k.is_empty()).collect();
         let got_keys: Vec<_> = got.keys().filter(|k| !k.is_empty()).collect();
@@ -572,5 +598,73 @@ fn real_jeprof_reports_the_merged_dump_like_its_inputs() {
     assert!(
         (total - want).abs() / want < 1e-3,
         "jeprof says {total} B for the merge, the inputs hold {want} B"
+    );
+}
+
+#[test]
+fn merge_keeps_the_labels_every_dump_agrees_on_and_names_the_dropped_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = jeprof_dumpfmt::read::read_file(common::fixtures().join("symbolized.heap")).unwrap();
+    let label = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let dumps = [
+        label(&[
+            ("service", "kv"),
+            ("host", "a"),
+            ("pid", "1"),
+            ("region", "eu"),
+        ]),
+        label(&[
+            ("host", "b"),
+            ("service", "kv"),
+            ("pid", "2"),
+            ("region", "eu"),
+        ]),
+        label(&[("service", "kv"), ("host", "c"), ("pid", "3")]),
+    ];
+    let mut args = vec!["merge".to_string(), "-o".into()];
+    let merged = dir.path().join("merged.heap");
+    args.push(merged.display().to_string());
+    for (i, labels) in dumps.iter().enumerate() {
+        let mut p = base.clone();
+        p.labels = labels.clone();
+        let path = dir.path().join(format!("d{i}.heap"));
+        jeprof_dumpfmt::write::write_file(&p, &path, &Default::default()).unwrap();
+        args.push(path.display().to_string());
+    }
+    common::run_ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = std::fs::read_to_string(&merged).unwrap();
+    assert!(text.contains("# label service kv\n"), "{text}");
+    assert!(
+        text.contains("# dropped_labels: host,pid,region\n"),
+        "{text}"
+    );
+    assert!(!text.contains("# label host"), "{text}");
+    let back = jeprof_dumpfmt::read::parse(text.as_bytes()).unwrap();
+    assert_eq!(back.labels, label(&[("service", "kv")]));
+
+    // Merged with a dump of another service: no label is left, and the keys dropped before stay
+    // dropped.
+    let mut other = base.clone();
+    other.labels = label(&[("service", "web")]);
+    let other_path = dir.path().join("web.heap");
+    jeprof_dumpfmt::write::write_file(&other, &other_path, &Default::default()).unwrap();
+    let again = dir.path().join("again.heap");
+    common::run_ok(&[
+        "merge",
+        "-o",
+        again.to_str().unwrap(),
+        merged.to_str().unwrap(),
+        other_path.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&again).unwrap();
+    assert!(!text.contains("# label "), "{text}");
+    assert!(
+        text.contains("# dropped_labels: host,pid,region,service\n"),
+        "{text}"
     );
 }
