@@ -77,12 +77,24 @@ options take one dash or two (-text, --text), as in jeprof.")]
     #[command(after_help = "\
 Examples:
   jeprof-compat merge -o fleet.heap /dumps/*.heap && jeprof --text fleet.heap
+  jeprof-compat merge -o fleet.heap /dumps/                     # a directory's dumps
+  find /dumps -name '*.heap' | jeprof-compat merge -o fleet.heap --inputs-from -
   jeprof-compat merge --format pprof -o fleet.pb.gz --jobs 2 /dumps/*.heap
 
 Each dump is unbiased with its own period, then figures are added. Frames merge by function name where \
 the dump carries symbols, else by module + file offset through the dump's memory map (so ASLR does not \
 matter), else by address. The output is a symbolized heap_v2 dump (synthetic addresses, a symbol \
-section) whose period is the smallest of the inputs; `jeprof --text OUT` reports it without a binary.")]
+section) whose period is the smallest of the inputs; `jeprof --text OUT` reports it without a binary. \
+Labels every input agrees on are kept; the others are named in a `# dropped_labels:` line.
+
+Any number of dumps: each is read, added and dropped, and lists are read as the merge goes, so memory \
+follows the distinct stacks, not the number of dumps. A bad dump stops the merge (exit 2, its file \
+and line, nothing written).
+
+Merging at scale: merge per host or rack, ship the partial merges, merge the partials. Unbiased \
+figures of separate dumps add, and so do their variances; a merged dump keeps both, its period and \
+its frame names, so the merge of partials equals the merge of all the dumps (figures within \
+heap_v2's integer rounding at each level).")]
     Merge(MergeArgs),
     /// Convert dumps to pprof's profile.proto (gzipped).
     #[command(after_help = "\
