@@ -77,7 +77,7 @@ options take one dash or two (-text, --text), as in jeprof.")]
     #[command(after_help = "\
 Examples:
   jeprof-compat merge -o fleet.heap /dumps/*.heap && jeprof --text fleet.heap
-  jeprof-compat merge -o fleet.heap /dumps/                     # a directory's dumps
+  jeprof-compat merge -o fleet.heap --inputs-dir /dumps/        # a directory's dumps
   find /dumps -name '*.heap' | jeprof-compat merge -o fleet.heap --inputs-from -
   jeprof-compat merge --format pprof -o fleet.pb.gz --jobs 2 /dumps/*.heap
 
@@ -301,12 +301,16 @@ enum Format {
 
 #[derive(Args)]
 struct MergeArgs {
-    /// Dumps to merge, and directories: a directory stands for its regular files whose names do
-    /// not start with `.`, sorted by name (subdirectories are not entered).
-    #[arg(value_name = "DUMP|DIR", required_unless_present = "inputs_from")]
+    /// Dumps to merge.
+    #[arg(value_name = "DUMP", required_unless_present_any = ["inputs_from", "inputs_dir"])]
     dumps: Vec<PathBuf>,
+    /// Also merge the dumps in DIR, after the DUMP arguments: its regular files whose names do not
+    /// start with `.` (unfinished atomic writes), sorted by name; subdirectories are not entered.
+    /// May be given several times.
+    #[arg(long = "inputs-dir", alias = "inputs_dir", value_name = "DIR")]
+    inputs_dir: Vec<PathBuf>,
     /// Also merge the dumps FILE lists, one path per line (`-`: standard input), after the DUMP
-    /// arguments; blank lines and lines starting with `#` are skipped. The list is read as the
+    /// arguments and directories; blank lines and lines starting with `#` are skipped. The list is read as the
     /// merge goes, so it can name any number of dumps. May be given several times.
     #[arg(long = "inputs-from", alias = "inputs_from", value_name = "FILE")]
     inputs_from: Vec<PathBuf>,
@@ -584,6 +588,7 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         .iter()
         .cloned()
         .map(merge::Input::Path)
+        .chain(args.inputs_dir.iter().cloned().map(merge::Input::Dir))
         .chain(args.inputs_from.iter().cloned().map(merge::Input::List))
         .collect();
     let bar = if std::io::stderr().is_terminal() {

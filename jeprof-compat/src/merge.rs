@@ -779,12 +779,14 @@ where
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Input {
-    /// A dump; or a directory: its regular files (symbolic links followed) whose names do not start
+    /// A dump.
+    Path(PathBuf),
+    /// A directory of dumps: its regular files (symbolic links followed) whose names do not start
     /// with `.`, sorted by name; subdirectories are not entered. Hidden names are left out because
     /// writers that rename into place keep their unfinished files under them (this project's
     /// `merge -o` writes `.<name>.<random>.tmp`), and a directory of dumps is often still being
     /// written to.
-    Path(PathBuf),
+    Dir(PathBuf),
     /// A file listing dumps, one path per line (`-`: standard input), read as the merge goes;
     /// white space around a path is dropped, and blank lines and lines starting with `#` are
     /// skipped. Relative paths are relative to the current directory, as for arguments.
@@ -807,7 +809,7 @@ pub fn count(inputs: &[Input]) -> Result<Option<u64>, Error> {
     let mut total = 0u64;
     for input in inputs {
         match input {
-            Input::Path(path) if path.is_dir() => total += directory_files(path)?.len() as u64,
+            Input::Dir(dir) => total += directory_files(dir)?.len() as u64,
             Input::Path(_) => total += 1,
             Input::List(list) if is_stdin(list) => return Ok(None),
             Input::List(list) => {
@@ -825,7 +827,7 @@ fn is_stdin(list: &std::path::Path) -> bool {
     list.as_os_str() == "-"
 }
 
-/// A directory's dumps, as [`Input::Path`] says.
+/// A directory's dumps, as [`Input::Dir`] says.
 fn directory_files(dir: &std::path::Path) -> Result<Vec<PathBuf>, Error> {
     let unreadable = |e: std::io::Error| Error::InputList {
         list: dir.to_path_buf(),
@@ -943,7 +945,7 @@ impl Iterator for Expand {
                 None => {}
             }
             self.current = match self.inputs.pop_front()? {
-                Input::Path(path) if path.is_dir() => match directory_files(&path) {
+                Input::Dir(dir) => match directory_files(&dir) {
                     Ok(files) => Current::Files(files.into_iter()),
                     Err(e) => {
                         self.current = Current::Failed;

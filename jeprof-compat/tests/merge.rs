@@ -271,7 +271,7 @@ proptest! {
             paths.push(path);
         }
         let streamed = jeprof_compat::merge::merge_stream(
-            jeprof_compat::merge::expand(vec![jeprof_compat::merge::Input::Path(dir.path().to_path_buf())]),
+            jeprof_compat::merge::expand(vec![jeprof_compat::merge::Input::Dir(dir.path().to_path_buf())]),
             &options,
             &Default::default(),
             jobs,

@@ -1,5 +1,5 @@
 //! `merge`'s inputs: dumps listed in a file (`--inputs-from FILE`, or `-` for standard input) and
-//! directories merge exactly as the same dumps given as arguments; a bad dump in the middle of many
+//! directories (`--inputs-dir DIR`) merge exactly as the same dumps given as arguments; a bad dump in the middle of many
 //! stops the merge with the reader's error (its file and line), exit 2, and no output file; cut
 //! dumps are taken with `--allow-truncated`; the output is the same bytes whatever the number of
 //! workers.
@@ -114,7 +114,13 @@ fn a_list_a_directory_and_standard_input_merge_the_same_bytes_as_the_dumps_as_ar
         "--inputs-from -",
     );
     succeeded(
-        &common::run(&["merge", "-o", &out("dir.heap"), &text(&dumps_dir)]),
+        &common::run(&[
+            "merge",
+            "-o",
+            &out("dir.heap"),
+            "--inputs-dir",
+            &text(&dumps_dir),
+        ]),
         "a directory",
     );
     // Arguments first, then the lists: the first dump as an argument, the rest through a list.
@@ -156,7 +162,15 @@ fn the_merged_bytes_do_not_depend_on_the_number_of_workers() {
     for jobs in ["1", "2", "3", "8"] {
         let out = text(&dir.path().join(format!("jobs{jobs}.heap")));
         succeeded(
-            &common::run(&["merge", "--jobs", jobs, "-o", &out, &text(&dumps_dir)]),
+            &common::run(&[
+                "merge",
+                "--jobs",
+                jobs,
+                "-o",
+                &out,
+                "--inputs-dir",
+                &text(&dumps_dir),
+            ]),
             jobs,
         );
         let bytes = std::fs::read(&out).unwrap();
@@ -193,7 +207,10 @@ fn a_bad_dump_in_the_middle_exits_2_naming_its_file_and_line_and_writes_nothing(
     let want = format!("{}:{}:", text(bad), at + 1);
     for (what, args) in [
         ("a list", vec!["--inputs-from".to_string(), text(&list)]),
-        ("a directory", vec![text(&dumps_dir)]),
+        (
+            "a directory",
+            vec!["--inputs-dir".to_string(), text(&dumps_dir)],
+        ),
     ] {
         for jobs in ["1", "2"] {
             let mut all = vec!["merge", "--jobs", jobs, "-o", output.to_str().unwrap()];
@@ -297,7 +314,13 @@ fn unreadable_lists_and_empty_inputs_exit_2_saying_which_and_where() {
     let comments = dir.path().join("comments.txt");
     std::fs::write(&comments, "# nothing yet\n\n").unwrap();
     for args in [
-        vec!["merge", "-o", out, empty_dir.to_str().unwrap()],
+        vec![
+            "merge",
+            "-o",
+            out,
+            "--inputs-dir",
+            empty_dir.to_str().unwrap(),
+        ],
         vec![
             "merge",
             "-o",
@@ -309,6 +332,12 @@ fn unreadable_lists_and_empty_inputs_exit_2_saying_which_and_where() {
         let err = error_line(&common::run(&args), "no dumps");
         assert!(err.contains("no dumps to merge"), "{args:?}: {err}");
     }
+    // A directory given where a dump goes is still refused (it is `--inputs-dir DIR`).
+    let err = error_line(
+        &common::run(&["merge", "-o", out, empty_dir.to_str().unwrap()]),
+        "a directory as a dump",
+    );
+    assert!(err.contains("not a regular file"), "{err}");
     // Neither dumps nor a list: a usage error.
     assert_eq!(common::run(&["merge", "-o", out]).status.code(), Some(2));
     assert!(!output.exists(), "a failed merge wrote its output");
