@@ -70,6 +70,16 @@ pub enum Error {
         /// Whether `--binary` was given too.
         with_binary: bool,
     },
+    /// [`crate::merge::expand`]: a list of dumps (`merge --inputs-from`) or a directory of dumps
+    /// cannot be read, or a line of the list is not a path.
+    InputList {
+        /// The list (`-` for standard input) or the directory.
+        list: PathBuf,
+        /// The 1-based line of the list at fault, when it is one line.
+        line: Option<usize>,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -122,6 +132,17 @@ impl fmt::Display for Error {
                 "{}: a program, not a heap dump, and --binary is given too; give one program",
                 program.display()
             ),
+            Error::InputList { list, line, reason } => {
+                let list = if list.as_os_str() == "-" {
+                    "standard input".into()
+                } else {
+                    list.display().to_string()
+                };
+                match line {
+                    Some(line) => write!(f, "{list}:{line}: {reason}"),
+                    None => write!(f, "{list}: {reason}"),
+                }
+            }
         }
     }
 }
@@ -138,7 +159,8 @@ impl std::error::Error for Error {
             | Error::Fetch { .. }
             | Error::NotAProgram { .. }
             | Error::BinaryMatchesNoMapping { .. }
-            | Error::ProgramAsDump { .. } => None,
+            | Error::ProgramAsDump { .. }
+            | Error::InputList { .. } => None,
         }
     }
 }

@@ -13,7 +13,7 @@
 //! - [`merge`]: any number of dumps, from different processes (addresses normalised to module +
 //!   file offset through each dump's memory map), different builds (merged by function name where
 //!   symbols exist) and different sample periods, added up after each is unbiased
-//!   ([`merge::merge_files`]), and how the result's figures become integers
+//!   ([`merge::merge_stream`] over any number of dumps, read as they come), and how the result's figures become integers
 //!   ([`merge::OutputRounding`]);
 //! - [`pprof`]: `profile.proto` output;
 //! - [`scopes`]: reports of one scope, and per-scope totals, from dumps that carry scopes;
@@ -65,8 +65,10 @@
 //! - Memory: the text report ([`report::build_files`]) and the diff ([`diff::compare_files`]) read
 //!   dumps one stack at a time and keep what they add up, never a dump's stacks: `tests/memory.rs`
 //!   holds their peak resident size to 3 times the dump's size (plus the binary's own few
-//!   megabytes) on half a million stacks. A merge ([`merge::merge_files`]) holds its result plus a
-//!   few chunks of dumps' figures, whatever the number of dumps. Folded stacks, flame graphs,
+//!   megabytes) on half a million stacks. A merge ([`merge::merge_stream`]) holds its result plus a
+//!   few chunks of dumps' figures and one dump per worker, whatever the number of dumps (the list
+//!   of dumps is read as it goes): `tests/merge_memory.rs` holds 4 times as many dumps to the same
+//!   peak. Folded stacks, flame graphs,
 //!   pprof output and the views of [`views`] (`--base`, `--thread`, `--callgrind`, `--list`,
 //!   `--dot`, fetched profiles) resolve whole dumps first, and take a multiple of their size.
 //! - A merge is reproducible bit for bit, whatever the number of workers.

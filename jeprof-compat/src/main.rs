@@ -77,12 +77,24 @@ options take one dash or two (-text, --text), as in jeprof.")]
     #[command(after_help = "\
 Examples:
   jeprof-compat merge -o fleet.heap /dumps/*.heap && jeprof --text fleet.heap
+  jeprof-compat merge -o fleet.heap --inputs-dir /dumps/        # a directory's dumps
+  find /dumps -name '*.heap' | jeprof-compat merge -o fleet.heap --inputs-from -
   jeprof-compat merge --format pprof -o fleet.pb.gz --jobs 2 /dumps/*.heap
 
 Each dump is unbiased with its own period, then figures are added. Frames merge by function name where \
 the dump carries symbols, else by module + file offset through the dump's memory map (so ASLR does not \
 matter), else by address. The output is a symbolized heap_v2 dump (synthetic addresses, a symbol \
-section) whose period is the smallest of the inputs; `jeprof --text OUT` reports it without a binary.")]
+section) whose period is the smallest of the inputs; `jeprof --text OUT` reports it without a binary. \
+Labels every input agrees on are kept; the others are named in a `# dropped_labels:` line.
+
+Any number of dumps: each is read, added and dropped, and lists are read as the merge goes, so memory \
+follows the distinct stacks, not the number of dumps. A bad dump stops the merge (exit 2, its file \
+and line, nothing written).
+
+Merging at scale: merge per host or rack, ship the partial merges, merge the partials. Unbiased \
+figures of separate dumps add, and so do their variances; a merged dump keeps both, its period and \
+its frame names, so the merge of partials equals the merge of all the dumps (figures within \
+heap_v2's integer rounding at each level).")]
     Merge(MergeArgs),
     /// Convert dumps to pprof's profile.proto (gzipped).
     #[command(after_help = "\
@@ -290,8 +302,18 @@ enum Format {
 #[derive(Args)]
 struct MergeArgs {
     /// Dumps to merge.
-    #[arg(required = true, value_name = "DUMP")]
+    #[arg(value_name = "DUMP", required_unless_present_any = ["inputs_from", "inputs_dir"])]
     dumps: Vec<PathBuf>,
+    /// Also merge the dumps in DIR, after the DUMP arguments: its regular files whose names do not
+    /// start with `.` (unfinished atomic writes), sorted by name; subdirectories are not entered.
+    /// May be given several times.
+    #[arg(long = "inputs-dir", alias = "inputs_dir", value_name = "DIR")]
+    inputs_dir: Vec<PathBuf>,
+    /// Also merge the dumps FILE lists, one path per line (`-`: standard input), after the DUMP
+    /// arguments and directories; blank lines and lines starting with `#` are skipped. The list is read as the
+    /// merge goes, so it can name any number of dumps. May be given several times.
+    #[arg(long = "inputs-from", alias = "inputs_from", value_name = "FILE")]
+    inputs_from: Vec<PathBuf>,
     /// Where to write the merged profile.
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
@@ -561,14 +583,28 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let inputs: Vec<merge::Input> = args
+        .dumps
+        .iter()
+        .cloned()
+        .map(merge::Input::Path)
+        .chain(args.inputs_dir.iter().cloned().map(merge::Input::Dir))
+        .chain(args.inputs_from.iter().cloned().map(merge::Input::List))
+        .collect();
     let bar = if std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(args.dumps.len() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
+        // Counting reads each list and directory once more: only worth it for the bar. Standard
+        // input cannot be read twice: then the bar counts without a total.
+        let (bar, template) = match merge::count(&inputs)? {
+            Some(total) => (
+                indicatif::ProgressBar::new(total),
                 "{bar:40} {pos}/{len} dumps, {per_sec}, eta {eta}",
-            )
-            .expect("static template"),
-        );
+            ),
+            None => (
+                indicatif::ProgressBar::no_length(),
+                "{spinner} {pos} dumps, {per_sec}, {elapsed}",
+            ),
+        };
+        bar.set_style(indicatif::ProgressStyle::with_template(template).expect("static template"));
         Some(bar)
     } else {
         None
@@ -578,8 +614,8 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
             b.inc(1);
         }
     };
-    let acc = merge::merge_files(
-        &args.dumps,
+    let acc = merge::merge_stream(
+        merge::expand(inputs),
         &args.common.symbolize(),
         &args.common.read_policy(),
         jobs,
@@ -587,6 +623,12 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     )?;
     if let Some(b) = &bar {
         b.finish_and_clear();
+    }
+    if acc.dumps() == 0 {
+        anyhow::bail!(
+            "no dumps to merge: the directories and lists given name none (a directory's files \
+             whose names start with `.` are left out)"
+        );
     }
     match args.format {
         Format::HeapV2 => {
