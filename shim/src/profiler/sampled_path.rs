@@ -159,8 +159,9 @@ pub(crate) unsafe fn alloc_sampled(
         scope,
     };
     lock(live_samples::shard_of(ptr as usize)).insert(ptr as usize, record);
-    // After the insert, so that a peak snapshot this sample triggers holds it.
     let bytes = triggers::weight_bytes(counted_bytes);
+    // After the insert, so that a peak snapshot this sample triggers holds it.
+    peak::on_sample(stack_id, &estimate, bytes);
     if let Some(live) = triggers::on_sample(bytes, settings::dump_interval()) {
         peak::on_new_high(live);
     }
@@ -178,7 +179,9 @@ pub(crate) unsafe fn alloc_sampled(
 pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
     let removed = lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
     if let Some(record) = removed {
-        triggers::on_free(triggers::weight_bytes(record.counted_bytes));
+        let bytes = triggers::weight_bytes(record.counted_bytes);
+        triggers::on_free(bytes);
+        peak::on_free(record.stack, &record.estimate(), bytes);
         if windows::any_open() {
             // The window's per-stack table may grow: keep that out of the profile.
             let _guard = Guard::enter();
