@@ -76,7 +76,15 @@ impl SampleWeight {
     /// (`E(I/p²·(1 − p)) = (1 − p)/p`). Taking p from the usable size instead would bias every
     /// estimate low, most for small objects rounded up to a larger class.
     pub fn of_allocation(requested: f64, usable: f64, period: f64) -> SampleWeight {
-        let p = sample_probability(requested, period);
+        SampleWeight::of_probability(sample_probability(requested, period), usable)
+    }
+
+    /// Weight of one sampled allocation that occupies `usable` bytes and was sampled with
+    /// probability `p` ([`sample_probability`] of its requested size): what
+    /// [`SampleWeight::of_allocation`] computes once it has `p`, to the last bit, for a caller that
+    /// keeps `p` rather than recomputing the exponential.
+    #[inline]
+    pub fn of_probability(p: f64, usable: f64) -> SampleWeight {
         let objects = 1.0 / p;
         let q = (1.0 - p) / (p * p);
         SampleWeight {

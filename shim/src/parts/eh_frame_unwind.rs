@@ -5,16 +5,17 @@
 //! of function start → FDE), and that header points at `.eh_frame`. gimli parses those live bytes
 //! and evaluates the FDE's CFI program to the row for an address; this module keeps, per return
 //! address, only what a return address needs from that row (where the CFA is, relative to `rsp`
-//! or `rbp`; where the caller's `rbp` was saved), in a 1,024-slot cache. A frame seen before then
-//! costs a hash lookup and one or two bounds-checked stack reads. See `docs/design.md` §8.
+//! or `rbp`; where the caller's `rbp` was saved), in a 1,024-slot cache of 512 sets of two. A
+//! frame seen before then costs a hash lookup and one or two bounds-checked stack reads. See
+//! `docs/design.md` §8.
 //!
 //! What makes it fit the sampled path:
 //! - **No lock across the walk.** The object list is an immutable snapshot behind an `AtomicPtr`;
 //!   the rule caches sit in a pool of 16 slots, taken and put back with one atomic swap each.
 //!   glibc's loader-list lock is taken only inside `dl_iterate_phdr`, which reads the
-//!   `dlpi_adds`/`dlpi_subs` counters: on a cache miss (before any unwind table is read) and
-//!   every 64th capture on a cache, never across the walk; glibc never allocates while holding
-//!   it, and it is recursive.
+//!   `dlpi_adds`/`dlpi_subs` counters: at a capture's first cache miss (before any unwind table
+//!   is read) and every 64th capture on a cache, never across the walk; glibc never allocates
+//!   while holding it, and it is recursive.
 //! - **No allocation in the steady state.** The snapshot is rebuilt only when the loader's
 //!   counters moved; a cache is allocated only when no pooled one is free; gimli evaluates CFI
 //!   in fixed-size storage. Allocations happen under the caller's re-entrancy guard, so they go
@@ -22,9 +23,9 @@
 //! - **No fault.** Stack reads are bounds-checked against `[own stack pointer, top of the
 //!   thread's stack)`, which is live, mapped stack; the capture gives up (returns no frame) when
 //!   the stack pointer is not inside the thread's stack (a signal handler on an alternate stack).
-//!   Unwind tables are read only through a snapshot checked against the loader just before, and
-//!   only for return addresses of this thread's own frames: an object cannot be unloaded while a
-//!   thread still has frames in it. A cached rule only reads the stack.
+//!   Unwind tables are read only through a snapshot checked against the loader during the same
+//!   capture, and only for return addresses of this thread's own frames: an object cannot be
+//!   unloaded while a thread still has frames in it. A cached rule only reads the stack.
 //! - **It stops where information ends**, as libgcc does: a return address outside every loaded
 //!   object, or without an FDE, is recorded and ends the walk, and so does a frame whose CFI says
 //!   the return address is undefined (`_start`, thread start). It never guesses with frame
@@ -60,9 +61,9 @@ mod imp {
     use std::sync::atomic::{AtomicPtr, Ordering};
 
     use gimli::{
-        BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EndianSlice, LittleEndian, ParsedEhFrameHdr,
-        Register, RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow,
-        X86_64,
+        BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EhFrameOffset, EndianSlice,
+        FrameDescriptionEntry, LittleEndian, ParsedEhFrameHdr, Register, RegisterRule,
+        UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
     };
 
     use crate::base::thread::{self, Guard};
@@ -77,7 +78,99 @@ mod imp {
         code: Range<u64>,
         bases: BaseAddresses,
         eh_frame: EhFrame<Bytes>,
+        /// Where `.eh_frame` is mapped (FDE pointers in the search table are addresses).
+        eh_frame_avma: u64,
         hdr: ParsedEhFrameHdr<Bytes>,
+        /// The search table read directly, when it has the encoding every linker writes.
+        table: Option<SearchTable>,
+    }
+
+    impl Object {
+        /// The FDE that covers `address`, if any.
+        fn fde_for(&self, address: u64) -> Option<FrameDescriptionEntry<Bytes>> {
+            match &self.table {
+                Some(table) => {
+                    let offset = table.fde_offset(address, self.eh_frame_avma)?;
+                    let fde = self
+                        .eh_frame
+                        .fde_from_offset(&self.bases, offset, EhFrame::cie_from_offset)
+                        .ok()?;
+                    // The search finds the last FDE starting at or below `address`; it may end
+                    // before it (a gap without unwind information).
+                    fde.contains(address).then_some(fde)
+                }
+                None => self
+                    .hdr
+                    .table()?
+                    .fde_for_address(
+                        &self.eh_frame,
+                        &self.bases,
+                        address,
+                        EhFrame::cie_from_offset,
+                    )
+                    .ok(),
+            }
+        }
+    }
+
+    /// An `.eh_frame_hdr` search table in the encoding GNU ld, gold, lld and mold write (version 1,
+    /// `.eh_frame` pointer `pcrel|sdata4`, count `udata4`, entries `datarel|sdata4`): sorted pairs
+    /// of 32-bit offsets from the header, (function start, FDE). Searched here with plain integer
+    /// compares; gimli's generic search decodes every probed pointer through its encoding, which
+    /// was a third of a cache miss's cost (about 1,300 of 3,700 instructions, 14 probes).
+    struct SearchTable {
+        /// `count` entries of 8 bytes.
+        entries: &'static [u8],
+        count: usize,
+        /// Where the header is mapped: the base of the entries' offsets.
+        hdr_avma: u64,
+    }
+
+    impl SearchTable {
+        /// The table of the header `hdr` (mapped at `hdr_avma`), if it has the usual encoding and
+        /// all its entries lie in `hdr`.
+        fn of(hdr: &'static [u8], hdr_avma: u64) -> Option<SearchTable> {
+            if hdr.get(..4)? != [1, 0x1b, 0x03, 0x3b] {
+                return None;
+            }
+            let count =
+                usize::try_from(u32::from_le_bytes(hdr.get(8..12)?.try_into().ok()?)).ok()?;
+            let entries = hdr.get(12..count.checked_mul(8)?.checked_add(12)?)?;
+            Some(SearchTable {
+                entries,
+                count,
+                hdr_avma,
+            })
+        }
+
+        /// The 32-bit offset at byte `at` of the entries, sign-extended.
+        fn word(&self, at: usize) -> Option<i64> {
+            let b = self.entries.get(at..at.checked_add(4)?)?;
+            Some(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        }
+
+        /// The `.eh_frame` offset of the last FDE whose function starts at or below `address`.
+        fn fde_offset(&self, address: u64, eh_frame_avma: u64) -> Option<EhFrameOffset<usize>> {
+            // The address relative to the header, as the entries are (a code address outside
+            // ±2 GiB of it compares as whatever it wraps to, and then fails `contains`).
+            let relative = address.wrapping_sub(self.hdr_avma) as i64;
+            // The first entry starting above `address`.
+            let (mut low, mut high) = (0, self.count);
+            while low < high {
+                let middle = low + (high - low) / 2;
+                if self.word(middle * 8)? <= relative {
+                    low = middle + 1;
+                } else {
+                    high = middle;
+                }
+            }
+            let fde = self
+                .hdr_avma
+                .wrapping_add_signed(self.word(low.checked_sub(1)? * 8 + 4)?);
+            usize::try_from(fde.checked_sub(eh_frame_avma)?)
+                .ok()
+                .map(EhFrameOffset)
+        }
     }
 
     /// The loaded objects as of one pair of loader counters. Immutable once published.
@@ -207,7 +300,13 @@ mod imp {
         type Stack = [UnwindTableRow<usize, Self>; 4];
     }
 
-    /// Slots of a rule cache: a power of two, indexed by a hash of the return address.
+    /// Slots of a rule cache: a power of two, in sets of two indexed by a hash of the return
+    /// address.
+    ///
+    /// Two ways, not one: with one slot per hash, two return addresses of one hot stack that hash
+    /// alike evict each other on every capture, and which do depends on where the linker put the
+    /// code. One build of the `kv-store` workload had such a pair: two misses per capture, about
+    /// 9,800 instructions per capture instead of 1,550 (`bench/RESULTS.md`).
     const RULE_SLOTS: usize = 1024;
 
     /// One slot: an address and its rule; address 0 (never looked up) marks an empty slot.
@@ -233,6 +332,9 @@ mod imp {
         /// The snapshot (`changes`) the rules were computed under; the slots are cleared when it
         /// differs, since an address may then belong to another object.
         generation: u64,
+        /// The snapshot checked against the loader during the capture in progress (`None` at the
+        /// start of every capture): the first miss of a capture checks, the others reuse it.
+        checked: Option<&'static Snapshot>,
         /// Captures since this cache last compared its generation with the loader's counters.
         uses: u32,
         /// The index of the object that held the last missed address (neighbouring frames
@@ -254,6 +356,7 @@ mod imp {
                 entries: entries.try_into().unwrap_or_else(|_| unreachable!()),
                 state: MissState {
                     generation: u64::MAX,
+                    checked: None,
                     uses: 0,
                     hint: 0,
                     context: Box::new(UnwindContext::new_in()),
@@ -270,15 +373,18 @@ mod imp {
         address: u64,
     ) -> &'e Rule {
         // Fibonacci hashing on the low 32 bits (one multiply by an immediate; the slots only
-        // need neighbouring addresses spread): the top 10 bits of the product index the 2^10
-        // slots, so no bounds check is needed.
-        let slot = ((address as u32).wrapping_mul(0x9e37_79b1) >> 22) as usize;
+        // need neighbouring addresses spread): the top 9 bits of the product index the 2^9 sets
+        // of two slots, so no bounds check is needed.
+        let set = ((address as u32).wrapping_mul(0x9e37_79b1) >> 23) as usize * 2;
         // An empty slot's address is 0, which is never looked up (`walk` stops below 4096).
-        if entries[slot].address != address {
-            state.miss(entries, address, slot);
+        if entries[set].address != address {
+            if entries[set + 1].address == address {
+                return &entries[set + 1].rule;
+            }
+            state.miss(entries, address, set);
         }
         // Read from the slot on both paths, so a hit loads each field straight from it.
-        &entries[slot].rule
+        &entries[set].rule
     }
 
     impl MissState {
@@ -291,41 +397,57 @@ mod imp {
                 entries.fill(NO_ENTRY);
                 self.generation = snapshot.changes;
             }
+            self.checked = Some(snapshot);
             Some(snapshot)
         }
 
-        /// Computes and stores the rule for `address` in `slot`: the cold path.
+        /// Computes and stores the rule for `address` in the first slot of the set at `set`
+        /// (moving what was there to the second, and dropping what was in the second): the cold
+        /// path.
         #[cold]
         #[inline(never)]
-        fn miss(&mut self, entries: &mut [Entry; RULE_SLOTS], address: u64, slot: usize) {
+        fn miss(&mut self, entries: &mut [Entry; RULE_SLOTS], address: u64, set: usize) {
+            let set = (set % RULE_SLOTS) & !1;
+            let entry = self.compute(entries, address);
+            // After `compute`, which may have emptied every slot (a new snapshot).
+            entries[set + 1] = entries[set];
+            entries[set] = entry;
+        }
+
+        /// The slot for `address`: its rule from the unwind tables.
+        fn compute(&mut self, entries: &mut [Entry; RULE_SLOTS], address: u64) -> Entry {
             // The unwind tables are read only here, and only through a snapshot checked against
-            // the loader just now: every object it names is loaded (see `Snapshot`).
-            let Some(snapshot) = self.sync(entries) else {
-                entries[slot % RULE_SLOTS] = Entry {
+            // the loader during this capture (at its first miss: one `dl_iterate_phdr` per
+            // capture, not per miss). That is as good as checking before every read: the tables
+            // read are those of objects holding this thread's return addresses, which were
+            // loaded before the capture began and cannot be unloaded while it runs, so the
+            // snapshot names them correctly (see `Snapshot`).
+            let checked = match self.checked {
+                Some(snapshot) => Some(snapshot),
+                None => self.sync(entries),
+            };
+            let Some(snapshot) = checked else {
+                return Entry {
                     address,
                     rule: Rule::STOP,
                 };
-                return;
             };
             let rule = match snapshot.find(address, &mut self.hint) {
                 None => Rule::STOP,
                 Some(object) => object
-                    .hdr
-                    .table()
-                    .and_then(|table| {
-                        table
-                            .unwind_info_for_address(
-                                &object.eh_frame,
-                                &object.bases,
-                                &mut self.context,
-                                address,
-                                EhFrame::cie_from_offset,
-                            )
-                            .ok()
+                    .fde_for(address)
+                    .and_then(|fde| {
+                        fde.unwind_info_for_address(
+                            &object.eh_frame,
+                            &object.bases,
+                            &mut self.context,
+                            address,
+                        )
+                        .ok()
                     })
                     .map_or(Rule::STOP, Rule::from_row),
             };
-            entries[slot % RULE_SLOTS] = Entry { address, rule };
+            Entry { address, rule }
         }
     }
 
@@ -424,6 +546,7 @@ mod imp {
         // frame, never a bad read: rules only read the stack, through `Walk::step`).
         let RuleCache { entries, state } = &mut *cache;
         let entries: &mut [Entry; RULE_SLOTS] = entries;
+        state.checked = None;
         state.uses += 1;
         if state.uses >= 64 && state.sync(entries).is_none() {
             put_cache(cache, this.slot);
@@ -763,7 +886,81 @@ mod imp {
             code: bias.checked_add(code.start)?..bias.checked_add(code.end)?,
             bases,
             eh_frame,
+            eh_frame_avma,
+            table: SearchTable::of(hdr_bytes.slice(), hdr_avma),
             hdr,
         })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Addresses spread over the code of every loaded object that has a search table in
+        /// the usual encoding, with the snapshot they were found through.
+        fn sampled_addresses() -> (&'static Snapshot, Vec<u64>) {
+            let snapshot = current_snapshot().expect("dl_iterate_phdr gives the loader counters");
+            let mut addresses = Vec::new();
+            for object in snapshot.objects.iter().filter(|o| o.table.is_some()) {
+                let step = ((object.code.end - object.code.start) / 3_000).max(1);
+                addresses.extend((object.code.start..object.code.end).step_by(step as usize));
+            }
+            (snapshot, addresses)
+        }
+
+        #[test]
+        fn the_direct_table_search_finds_the_fde_gimlis_search_finds() {
+            let (snapshot, addresses) = sampled_addresses();
+            assert!(addresses.len() > 3_000, "{} addresses", addresses.len());
+            let (mut found, mut hint) = (0, 0);
+            for address in addresses {
+                let object = snapshot.find(address, &mut hint).expect("inside an object");
+                let direct = object.fde_for(address).map(|f| f.offset());
+                let gimli = object
+                    .hdr
+                    .table()
+                    .and_then(|t| {
+                        t.fde_for_address(
+                            &object.eh_frame,
+                            &object.bases,
+                            address,
+                            EhFrame::cie_from_offset,
+                        )
+                        .ok()
+                    })
+                    .map(|f| f.offset());
+                assert_eq!(direct, gimli, "{address:#x}");
+                found += usize::from(direct.is_some());
+            }
+            assert!(found > 1_000, "only {found} addresses had an FDE");
+        }
+
+        #[test]
+        fn two_addresses_that_hash_to_one_set_are_both_kept() {
+            let (_, addresses) = sampled_addresses();
+            let set_of = |a: u64| (a as u32).wrapping_mul(0x9e37_79b1) >> 23;
+            let mut first_in_set = std::collections::HashMap::new();
+            let (a, b) = addresses
+                .iter()
+                .find_map(|&b| {
+                    let a = *first_in_set.entry(set_of(b)).or_insert(b);
+                    (a != b).then_some((a, b))
+                })
+                .expect("some two addresses share a set");
+            let mut cache = RuleCache::new();
+            let RuleCache { entries, state } = &mut cache;
+            let entries: &mut [Entry; RULE_SLOTS] = entries;
+            let (rule_a, rule_b) = (*rule(entries, state, a), *rule(entries, state, b));
+            // Alternating between them (as one stack holding both does) never evicts either.
+            for _ in 0..3 {
+                state.checked = None;
+                assert_eq!(*rule(entries, state, a), rule_a);
+                assert_eq!(*rule(entries, state, b), rule_b);
+                let set = set_of(a) as usize * 2;
+                let mut kept = [entries[set].address, entries[set + 1].address];
+                kept.sort_unstable();
+                assert_eq!(kept, [a.min(b), a.max(b)]);
+            }
+        }
     }
 }

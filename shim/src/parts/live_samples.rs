@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 
-use jeprof_dumpfmt::math::SampleWeight;
+use jeprof_dumpfmt::math::{self, SampleWeight};
 use jeprof_dumpfmt::Estimate;
 
 use crate::base::hash::{Map, MIX};
@@ -15,18 +15,16 @@ use crate::base::sync::CacheLine;
 /// One live sampled allocation.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LiveSample {
-    /// Size the program asked for (what the sampling probability depends on).
-    pub(crate) requested: usize,
     /// jemalloc's usable size (what the profile reports).
     pub(crate) usable: usize,
-    /// The period R the thread's countdown was drawn with.
-    pub(crate) period: u64,
     /// Index into the stack table.
     pub(crate) stack: u32,
-    /// The estimated bytes the process-wide live and allocated figures counted for this sample
-    /// (in what was the record's padding): its free subtracts exactly this, without recomputing
-    /// the weight (an `exp` on every sampled free).
-    pub(crate) counted_bytes: f32,
+    /// The probability it was sampled with ([`sample_probability`] of the size the program asked
+    /// for and the period the thread's countdown was drawn with), kept rather than those two so
+    /// that its estimate costs a division and a few products rather than an `exp`: the free of
+    /// every sampled object needs it (the triggers' live figure, the peak tracker's sums), and so
+    /// does every live sample in a dump.
+    pub(crate) probability: f64,
     /// uid of the allocating thread.
     pub(crate) thread: u64,
     /// The scope current on the allocating thread (the scopes' id; 0: none): the free credits
@@ -35,16 +33,36 @@ pub(crate) struct LiveSample {
 }
 
 impl LiveSample {
+    /// What it stands for: probability from the *requested* size (the countdown was charged with
+    /// it), bytes from the *usable* size scaled by the same weight (`docs/design.md` §2), as
+    /// [`SampleWeight::of_allocation`] computes them, to the last bit, from the probability it
+    /// keeps.
+    #[inline]
     pub(crate) fn estimate(&self) -> Estimate {
-        sample_estimate(self.requested, self.usable, self.period)
+        estimate_of(SampleWeight::of_probability(
+            self.probability,
+            self.usable as f64,
+        ))
     }
 }
 
-/// What one sample stands for: probability from the *requested* size (the countdown was charged
-/// with it), bytes from the *usable* size scaled by the same weight (`docs/design.md` §2), as
-/// [`SampleWeight::of_allocation`] computes it.
+/// The probability that an allocation of `requested` bytes was sampled at period `period`: what
+/// [`LiveSample::probability`] holds.
+pub(crate) fn sample_probability(requested: usize, period: u64) -> f64 {
+    math::sample_probability(requested as f64, period as f64)
+}
+
+/// [`LiveSample::estimate`] from scratch, through the exponential.
+#[cfg(test)]
 pub(crate) fn sample_estimate(requested: usize, usable: usize, period: u64) -> Estimate {
-    let w = SampleWeight::of_allocation(requested as f64, usable as f64, period as f64);
+    estimate_of(SampleWeight::of_allocation(
+        requested as f64,
+        usable as f64,
+        period as f64,
+    ))
+}
+
+fn estimate_of(w: SampleWeight) -> Estimate {
     Estimate {
         objects: w.objects,
         bytes: w.bytes,
@@ -77,19 +95,17 @@ pub(crate) struct LiveShard {
 }
 
 const NO_SAMPLE: LiveSample = LiveSample {
-    requested: 0,
     usable: 0,
-    period: 0,
     stack: 0,
-    counted_bytes: 0.0,
+    probability: 1.0,
     thread: 0,
     scope: 0,
 };
 
-// The counted bytes fit in what was padding; the scope id took the record from 40 bytes to 48
-// (a shard's seven in-place records from 280 bytes to 336, a live sample in a spilled map from 48
-// to 56): no field had spare bits without narrowing the thread uid or the period.
-const _: () = assert!(std::mem::size_of::<LiveSample>() == 48);
+// Two records to a cache line (a shard's seven in-place records take 224 bytes, a live sample in a
+// spilled map 40): the probability replaced the requested size and the period, which only served
+// to compute it.
+const _: () = assert!(std::mem::size_of::<LiveSample>() == 32);
 
 impl LiveShard {
     const fn new() -> LiveShard {
@@ -172,7 +188,7 @@ mod tests {
     fn a_shard_keeps_every_sample_in_place_or_spilled_until_it_is_removed() {
         let mut shard = LiveShard::new();
         let record = |n: usize| LiveSample {
-            requested: n,
+            usable: n,
             ..NO_SAMPLE
         };
         let n = 3 * INLINE_SAMPLES;
@@ -183,7 +199,7 @@ mod tests {
         // Remove every other one, in place and spilled alike, then reuse the freed places.
         for addr in (1..=n).step_by(2) {
             assert_eq!(
-                shard.remove(addr * 16).map(|r| r.requested),
+                shard.remove(addr * 16).map(|r| r.usable),
                 Some(addr),
                 "{addr}"
             );
@@ -192,7 +208,7 @@ mod tests {
         for addr in n + 1..=n + 4 {
             shard.insert(addr * 16, record(addr));
         }
-        let mut left: Vec<usize> = shard.samples().map(|r| r.requested).collect();
+        let mut left: Vec<usize> = shard.samples().map(|r| r.usable).collect();
         left.sort_unstable();
         let want: Vec<usize> = (2..=n).step_by(2).chain(n + 1..=n + 4).collect();
         assert_eq!(left, want);
@@ -219,5 +235,29 @@ mod tests {
         let p = 1.0 - (-10.0f64 / 100.0).exp();
         assert!((e.objects - 1.0 / p).abs() < 1e-9);
         assert!((e.bytes - 16.0 / p).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_records_estimate_from_its_kept_probability_is_the_sample_estimate_to_the_last_bit() {
+        let periods = [1u64, 4096, 65_536, 524_288, 1 << 40];
+        let sizes = [1usize, 8, 24, 1000, 4097, 65_536, 1 << 20, 1 << 34];
+        for period in periods {
+            for requested in sizes {
+                let usable = requested.next_power_of_two() + requested / 3;
+                let record = LiveSample {
+                    usable,
+                    probability: sample_probability(requested, period),
+                    ..NO_SAMPLE
+                };
+                let (kept, fresh) = (
+                    record.estimate(),
+                    sample_estimate(requested, usable, period),
+                );
+                let bits = |e: &Estimate| {
+                    [e.objects, e.bytes, e.objects_variance, e.bytes_variance].map(f64::to_bits)
+                };
+                assert_eq!(bits(&kept), bits(&fresh), "{requested} {usable} {period}");
+            }
+        }
     }
 }

@@ -10,7 +10,7 @@ use tikv_jemalloc_sys as jem;
 
 use super::auto_dump;
 use super::control;
-use super::peak::{PeakSnapshot, PEAK};
+use super::peak::{LiveByStack, PeakSnapshot, LIVE_BY_STACK, PEAK};
 use super::report;
 use crate::base::settings;
 use crate::base::sync::lock;
@@ -65,6 +65,7 @@ struct ForkHeld {
     _tables: Vec<MutexGuard<'static, ThreadTotals>>,
     _stacks: MutexGuard<'static, Option<StackTable>>,
     _live: [Option<MutexGuard<'static, LiveShard>>; SHARDS],
+    _live_by_stack: MutexGuard<'static, LiveByStack>,
 }
 
 struct ForkSlot(UnsafeCell<Option<ForkHeld>>);
@@ -80,7 +81,8 @@ static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 extern "C" fn fork_prepare() {
     // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena
     // → dump_on_exit → dump_prefix → service → http address (the listener starts under it) →
-    // scope names → written dumps → windows → peak → registry → thread tables → stacks → shards. (dump_prefix,
+    // scope names → written dumps → windows → peak → registry → thread tables → stacks → shards →
+    // the peak tracker's per-stack sums. (dump_prefix,
     // service, written dumps, windows and peak are each taken with no other profiler lock held.)
     // Taking `writing` waits for the writer's dump in progress, if any: the child must not
     // inherit it held.
@@ -113,6 +115,7 @@ extern "C" fn fork_prepare() {
     for (slot, shard) in live.iter_mut().zip(LIVE.iter()) {
         *slot = Some(lock(shard));
     }
+    let live_by_stack = lock(&LIVE_BY_STACK);
     let held = ForkHeld {
         _writing: writing,
         _symbolize: symbolize,
@@ -130,6 +133,7 @@ extern "C" fn fork_prepare() {
         _tables: tables,
         _stacks: stacks,
         _live: live,
+        _live_by_stack: live_by_stack,
     };
     // SAFETY: see `ForkSlot`: we hold every lock, so no other thread touches the slot.
     unsafe { *FORK_HELD.0.get() = Some(held) };

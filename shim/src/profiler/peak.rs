@@ -6,8 +6,15 @@
 //! snapshots are taken a logarithmic number of times (at most log base `peak_growth` of the
 //! highest live bytes over the first sample's). A snapshot holds one entry per stack with live
 //! samples (its id and summed estimate, 40 bytes), so it is bounded by `max_stacks`, not
-//! by the number of live samples. The snapshot is copied with each live shard's lock held in
-//! turn, as a dump's is; the tracker's own lock is taken only to store it.
+//! by the number of live samples.
+//!
+//! The per-stack sums are kept as samples come and go ([`LIVE_BY_STACK`]: a sample adds its
+//! estimate to its stack's entry, the free of a sampled object subtracts it), so a snapshot copies
+//! the entries of the stacks with live samples instead of visiting every live sample and
+//! recomputing its weight. Visiting cost about 270 instructions per live sample per snapshot; with
+//! a snapshot at every 10% of growth that is about 11 visits per sample live at the peak, which
+//! made the tracker the largest part of a sample on a growing heap (`bench/RESULTS.md`). Keeping
+//! the sums costs a lock and four additions per sample and per sampled free.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -15,10 +22,8 @@ use std::time::SystemTime;
 
 use jeprof_dumpfmt::Estimate;
 
-use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
-use crate::parts::live_samples::LIVE;
 use crate::parts::triggers;
 
 /// The live samples at the peak, summed per stack.
@@ -53,31 +58,109 @@ pub(crate) static PEAK: Mutex<Option<PeakSnapshot>> = Mutex::new(None);
 /// The live bytes of the last peak the writer was asked to dump (0: none yet).
 static DUMPED_PEAK: AtomicU64 = AtomicU64::new(0);
 
+/// One stack's live samples: how many, and the sum of their estimates.
+#[derive(Clone, Copy, Default)]
+struct StackLive {
+    samples: u64,
+    sum: Estimate,
+}
+
+/// The live samples summed per stack, as of the last recorded sample or sampled free.
+pub(crate) struct LiveByStack {
+    /// Indexed by stack id, up to the highest id recorded so far.
+    stacks: Vec<StackLive>,
+    /// Stacks with at least one live sample.
+    live_stacks: usize,
+    /// Σ of the live samples' rounded weights ([`triggers::weight_bytes`]), the figure
+    /// `triggers` keeps as an atomic.
+    live_bytes: u64,
+}
+
+impl LiveByStack {
+    /// Heap bytes held (capacity).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.stacks.capacity() * std::mem::size_of::<StackLive>()
+    }
+}
+
+/// The per-stack sums. Taken with no other profiler lock held, and nothing else is locked while
+/// it is held (it is the last lock of the order `fork` takes them in).
+pub(crate) static LIVE_BY_STACK: Mutex<LiveByStack> = Mutex::new(LiveByStack {
+    stacks: Vec::new(),
+    live_stacks: 0,
+    live_bytes: 0,
+});
+
+/// Adds a recorded sample of stack `stack`, estimate `estimate` and rounded weight `bytes`.
+/// Called by the sampled path inside the re-entrancy guard (the table may grow), after the sample
+/// is in the live table and before [`on_new_high`], so a snapshot it triggers holds it.
+pub(crate) fn on_sample(stack: u32, estimate: &Estimate, bytes: u64) {
+    let mut live = lock(&LIVE_BY_STACK);
+    let live = &mut *live;
+    let i = stack as usize;
+    if i >= live.stacks.len() {
+        // Amortised growth: `resize` reserves at least double the capacity.
+        live.stacks.resize(i + 1, StackLive::default());
+    }
+    let entry = &mut live.stacks[i];
+    if entry.samples == 0 {
+        live.live_stacks += 1;
+    }
+    entry.samples += 1;
+    entry.sum.add(estimate);
+    live.live_bytes += bytes;
+}
+
+/// Subtracts a freed sample (what [`on_sample`] added for it). Needs no re-entrancy guard: it
+/// neither allocates nor frees.
+pub(crate) fn on_free(stack: u32, estimate: &Estimate, bytes: u64) {
+    let mut live = lock(&LIVE_BY_STACK);
+    let live = &mut *live;
+    live.live_bytes = live.live_bytes.wrapping_sub(bytes);
+    let Some(entry) = live.stacks.get_mut(stack as usize) else {
+        return;
+    };
+    match entry.samples {
+        0 => {}
+        1 => {
+            // The last one: exactly zero, not what is left of the sum after the subtractions
+            // (rounding), so a stack with nothing live never shows up in a snapshot.
+            *entry = StackLive::default();
+            live.live_stacks -= 1;
+        }
+        _ => {
+            entry.samples -= 1;
+            entry.sum.sub(estimate);
+        }
+    }
+}
+
 /// Called by the sampled path (inside the re-entrancy guard, no lock held) when the live figure
 /// `live` crossed the tracker's trigger: one thread takes a snapshot, the others go on.
 pub(crate) fn on_new_high(live: u64) {
     if !triggers::claim_peak(live) {
         return;
     }
-    let mut per_stack: Map<u32, Estimate> = Map::default();
-    let mut live_bytes = 0u64;
-    for shard in LIVE.iter() {
-        let shard = lock(shard);
-        for sample in shard.samples() {
-            live_bytes += triggers::weight_bytes(sample.counted_bytes);
-            per_stack
-                .entry(sample.stack)
-                .or_default()
-                .add(&sample.estimate());
-        }
-    }
+    let (stacks, live_bytes) = {
+        let by_stack = lock(&LIVE_BY_STACK);
+        let mut stacks = Vec::with_capacity(by_stack.live_stacks);
+        stacks.extend(
+            by_stack
+                .stacks
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.samples != 0)
+                .map(|(id, s)| (id as u32, s.sum)),
+        );
+        (stacks, by_stack.live_bytes)
+    };
     let growth = settings::peak_growth();
     let next = (live.max(live_bytes) as f64 * growth).min(u64::MAX as f64 / 2.0) as u64;
     // Ordering: a statistics counter.
     SNAPSHOTS.fetch_add(1, Ordering::Relaxed);
     let snapshot = PeakSnapshot {
         live_bytes,
-        stacks: per_stack.into_iter().collect(),
+        stacks,
         taken: SystemTime::now(),
     };
     let old = lock(&PEAK).replace(snapshot);

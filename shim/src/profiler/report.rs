@@ -267,6 +267,8 @@ pub(crate) fn stats() -> Stats {
         Some(p) => (p.live_bytes, p.heap_bytes()),
         None => (0, 0),
     };
+    // The per-stack sums the snapshots are copied from belong to the tracker too.
+    let peak_tracker_bytes = peak_tracker_bytes + lock(&peak::LIVE_BY_STACK).heap_bytes();
     metadata += peak_tracker_bytes;
     metadata += windows::heap_bytes();
     let (arena_used, arena_reserved) = sampled_arena::usage();

@@ -5,6 +5,7 @@ use std::alloc::Layout;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use jeprof_dumpfmt::Estimate;
 use tikv_jemalloc_sys as jem;
 
 use crate::base::settings::{self, UnwinderChoice};
@@ -126,9 +127,15 @@ pub(crate) unsafe fn alloc_sampled(
     let usable = unsafe { jem::nallocx(size, sampled_arena::align_flags(size, layout.align())) };
     // SAFETY: ptr was just returned by mallocx.
     debug_assert_eq!(usable, unsafe { jem::sallocx(ptr.cast(), 0) });
-    let estimate = live_samples::sample_estimate(size, usable, period);
-    let thread = thread::uid();
-    let scope = thread::scope();
+    let mut record = LiveSample {
+        usable,
+        stack: 0,
+        probability: live_samples::sample_probability(size, period),
+        thread: thread::uid(),
+        scope: thread::scope(),
+    };
+    // From the probability the record keeps, so that its free recomputes exactly this.
+    let estimate = record.estimate();
 
     let hash = stacks::stack_hash(frames);
     let max_stacks = settings::max_stacks();
@@ -145,22 +152,14 @@ pub(crate) unsafe fn alloc_sampled(
             return None;
         }
     };
-    if scope != 0 {
-        scopes::charge(scope, &estimate);
+    if record.scope != 0 {
+        scopes::charge(record.scope, &estimate);
     }
-    let counted_bytes = triggers::counted(estimate.bytes);
-    let record = LiveSample {
-        requested: size,
-        usable,
-        period,
-        stack: stack_id,
-        counted_bytes,
-        thread,
-        scope,
-    };
+    record.stack = stack_id;
     lock(live_samples::shard_of(ptr as usize)).insert(ptr as usize, record);
+    let bytes = weight_bytes(&estimate);
     // After the insert, so that a peak snapshot this sample triggers holds it.
-    let bytes = triggers::weight_bytes(counted_bytes);
+    peak::on_sample(stack_id, &estimate, bytes);
     if let Some(live) = triggers::on_sample(bytes, settings::dump_interval()) {
         peak::on_new_high(live);
     }
@@ -168,6 +167,12 @@ pub(crate) unsafe fn alloc_sampled(
         windows::on_alloc(ptr as usize, stack_id, &estimate);
     }
     Some(ptr)
+}
+
+/// What a sample of `estimate` adds to the process-wide figures (`triggers`) and its free
+/// subtracts: the same on both paths, from the same estimate.
+fn weight_bytes(estimate: &Estimate) -> u64 {
+    triggers::weight_bytes(triggers::counted(estimate.bytes))
 }
 
 /// Forgets and frees a sampled object.
@@ -188,7 +193,10 @@ pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
 fn forget_sampled(ptr: *mut u8) {
     let removed = lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
     if let Some(record) = removed {
-        triggers::on_free(triggers::weight_bytes(record.counted_bytes));
+        let estimate = record.estimate();
+        let bytes = weight_bytes(&estimate);
+        triggers::on_free(bytes);
+        peak::on_free(record.stack, &estimate, bytes);
         if windows::any_open() {
             // The window's per-stack table may grow: keep that out of the profile.
             let _guard = Guard::enter();

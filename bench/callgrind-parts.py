@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The sampled path's cost per sample, by part, from callgrind output files of `churn-shim`.
+
+    python3 bench/callgrind-parts.py callgrind.out.<pid> ...
+
+Reads the call records (`calls=` lines and the inclusive cost after them) that `alloc_sampled`
+and `free_sampled` make, and prints per sample (per call of `alloc_sampled`):
+
+- capture: `capture_uninit`, less the thread's one-time stack-bounds query (`ask_this_thread`);
+- interning: `ThreadTotals::charge` (hashes the stack, interns it);
+- recording: the rest of `alloc_sampled` (live-sample table, estimates, triggers, peak tracker);
+- arena: `mallocx` and `nallocx` into the sampled arena (gross: plain jemalloc would allocate too);
+- free: `free_sampled`, inclusive (its `sdallocx` too, gross as the arena's);
+- all: everything above;
+- own: all less the arena and the free's `sdallocx`: the profiler's own instructions;
+- once: one-time costs (the sampled arena's creation, the thread's stack bounds) spread over this
+  run's samples, left out of every other column;
+- snapshots (peak tracker) and rule-cache misses (`.eh_frame` unwinder), as counts.
+
+`callgrind_annotate --inclusive=yes --tree=calling` shows the same figures one call site at a time.
+"""
+import collections
+import re
+import sys
+
+ALLOC = "jeprof_shim::profiler::sampled_path::alloc_sampled"
+FREE = "jeprof_shim::profiler::sampled_path::free_sampled"
+THREAD = "jeprof_shim::parts::capture::eh_frame_unwind::imp::ask_this_thread"
+MISS = "jeprof_shim::parts::capture::eh_frame_unwind::imp::MissState::miss"
+
+
+def load(path):
+    """Calls and inclusive cost per (caller, callee) and per callee; the total."""
+    names, calls, incl = {}, collections.Counter(), collections.Counter()
+    total, caller, callee, pending = None, None, None, None
+
+    def name(spec):
+        m = re.match(r"\((\d+)\)(?: (.*))?", spec)
+        if not m:
+            return spec
+        if m.group(2) is not None:
+            names[m.group(1)] = m.group(2)
+        return names.get(m.group(1), spec)
+
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("fn="):
+                caller = name(line[3:])
+            elif line.startswith("cfn="):
+                callee = name(line[4:])
+            elif line.startswith("calls="):
+                pending = int(line[6:].split()[0])
+            elif pending is not None:
+                fields = line.split()
+                cost = int(fields[1]) if len(fields) > 1 else 0
+                for key in ((caller, callee), callee):
+                    calls[key] += pending
+                    incl[key] += cost
+                pending = None
+            elif line.startswith(("totals:", "summary:")):
+                total = int(line.split()[1])
+    return total, calls, incl
+
+
+def from_caller(calls, incl, caller, pattern):
+    keys = [k for k in incl if isinstance(k, tuple) and k[0] == caller and re.search(pattern, k[1] or "")]
+    return sum(calls[k] for k in keys), sum(incl[k] for k in keys)
+
+
+def main(paths):
+    print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tsnapshots\tmisses")
+    for path in paths:
+        total, calls, incl = load(path)
+        n = calls[ALLOC]
+        if n == 0:
+            print(f"{path}\t{total:,}\t0")
+            continue
+        thread = incl[THREAD]
+        capture = from_caller(calls, incl, ALLOC, r"capture_uninit$")[1] - thread
+        interning = from_caller(calls, incl, ALLOC, r"ThreadTotals::charge$")[1]
+        arena = from_caller(calls, incl, ALLOC, r"^_rjem_(mallocx|nallocx)$")[1]
+        once = from_caller(calls, incl, ALLOC, r"sampled_arena::(create|create_tcache)$")[1] + thread
+        freed_sd = from_caller(calls, incl, FREE, r"^_rjem_sdallocx$")[1]
+        snapshots = from_caller(calls, incl, ALLOC, r"peak::on_new_high$")[0]
+        recording = incl[ALLOC] - capture - interning - arena - once
+        free = incl[FREE]
+        every = incl[ALLOC] - once + free
+        own = every - arena - freed_sd
+        per = [round(x / n) for x in (capture, interning, recording, arena, free, every, own, once)]
+        print("\t".join([path, f"{total:,}", str(n)] + [f"{x:,}" for x in per] + [str(snapshots), str(calls[MISS])]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
