@@ -10,7 +10,6 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::{per_site, preloaded, read_dump, run_ok, site_of, stack_names, truths};
 
@@ -29,44 +28,52 @@ const SITES: [&str; 8] = [
 /// A small R: every site gets tens to hundreds of samples.
 const PERIOD: u64 = 65_536;
 
-/// `sites` and `libdlsite.so`, built once per test process.
-fn programs() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("preload-c-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let program = dir.join("sites");
-        let mut flags = common::PROGRAM_FLAGS.to_vec();
-        flags.extend(["-pthread", "-ldl"]);
-        common::compile("cc", &[common::program_source("sites.c")], &flags, &program);
-        let library = dir.join("libdlsite.so");
-        let mut flags = common::PROGRAM_FLAGS.to_vec();
-        flags.extend(["-shared", "-fPIC"]);
-        common::compile(
-            "cc",
-            &[common::program_source("dlsite.c")],
-            &flags,
-            &library,
-        );
-        (program, library)
-    })
+/// The test programs, built into a folder of the test's own.
+struct Programs {
+    dir: tempfile::TempDir,
+    sites: PathBuf,
+    library: PathBuf,
+}
+
+/// Builds `sites` and `libdlsite.so`.
+fn programs() -> Programs {
+    let dir = tempfile::tempdir().unwrap();
+    let sites = dir.path().join("sites");
+    let mut flags = common::PROGRAM_FLAGS.to_vec();
+    flags.extend(["-pthread", "-ldl"]);
+    common::compile("cc", &[common::program_source("sites.c")], &flags, &sites);
+    let library = dir.path().join("libdlsite.so");
+    let mut flags = common::PROGRAM_FLAGS.to_vec();
+    flags.extend(["-shared", "-fPIC"]);
+    common::compile(
+        "cc",
+        &[common::program_source("dlsite.c")],
+        &flags,
+        &library,
+    );
+    Programs {
+        dir,
+        sites,
+        library,
+    }
 }
 
 /// Runs `sites sites <library>` preloaded with `settings`, dumping at exit into `dir`; returns
 /// the dump and the truths the program printed.
 fn run_sites(
-    dir: &std::path::Path,
+    programs: &Programs,
     settings: &str,
 ) -> (
     jeprof_dumpfmt::Profile,
     std::collections::BTreeMap<String, f64>,
     PathBuf,
 ) {
-    let (program, library) = programs();
-    let dump = dir.join(format!("sites-{}.prof", settings.replace([',', ':'], "_")));
-    let mut command = Command::new(program);
-    command.arg("sites").arg(library);
+    let dump = programs
+        .dir
+        .path()
+        .join(format!("sites-{}.prof", settings.replace([',', ':'], "_")));
+    let mut command = Command::new(&programs.sites);
+    command.arg("sites").arg(&programs.library);
     let settings = format!("{settings},dump_on_exit:{}", dump.display());
     let output = run_ok(preloaded(command, &settings));
     let truths = truths(&output.stdout);
@@ -76,10 +83,10 @@ fn run_sites(
 
 #[test]
 fn malloc_family_keeps_c_semantics_sampled_and_unsampled() {
-    let (program, _) = programs();
+    let programs = programs();
     // R = 1 samples every allocation; 0 samples none; the default samples a few.
     for settings in ["sample_rate:1", "sample_rate:0", ""] {
-        let mut command = Command::new(program);
+        let mut command = Command::new(&programs.sites);
         command.arg("semantics");
         let output = run_ok(preloaded(command, settings));
         assert!(
@@ -91,12 +98,12 @@ fn malloc_family_keeps_c_semantics_sampled_and_unsampled() {
 
 #[test]
 fn c_sites_estimates_cover_the_truth_and_jeprof_names_them() {
-    let dir = tempfile::tempdir().unwrap();
+    let programs = programs();
     let mut runs = Vec::new();
     let mut last_dump = PathBuf::new();
     for seed in 1..=8 {
         let settings = format!("sample_rate:{PERIOD},seed:{seed}");
-        let (profile, truths, dump) = run_sites(dir.path(), &settings);
+        let (profile, truths, dump) = run_sites(&programs, &settings);
         assert_eq!(profile.sample_period, PERIOD);
         runs.push(common::SiteRun {
             label: settings,
@@ -146,9 +153,9 @@ fn site_stacks(profile: &jeprof_dumpfmt::Profile) -> BTreeSet<Vec<Vec<String>>> 
 
 #[test]
 fn eh_frame_and_auto_unwinders_return_libgcc_stacks_without_frame_pointers() {
-    let dir = tempfile::tempdir().unwrap();
+    let programs = programs();
     let settings = |unwinder: &str| format!("sample_rate:{PERIOD},seed:3,unwinder:{unwinder}");
-    let (by_libgcc, _, _) = run_sites(dir.path(), &settings("backtrace"));
+    let (by_libgcc, _, _) = run_sites(&programs, &settings("backtrace"));
     let expected = site_stacks(&by_libgcc);
     assert!(
         expected.len() >= SITES.len() - 1,
@@ -171,7 +178,7 @@ fn eh_frame_and_auto_unwinders_return_libgcc_stacks_without_frame_pointers() {
         );
     }
     for unwinder in ["eh_frame", "auto"] {
-        let (profile, _, _) = run_sites(dir.path(), &settings(unwinder));
+        let (profile, _, _) = run_sites(&programs, &settings(unwinder));
         assert_eq!(
             site_stacks(&profile),
             expected,
