@@ -10,18 +10,18 @@ use std::process::{Command, Output};
 use jeprof_dumpfmt::model::symbol_key;
 use jeprof_dumpfmt::{Estimate, Profile};
 
-/// `libjeprof_preload.so` as cargo built it for this test run (the package's cdylib, beside the
-/// test binary's `deps/` folder).
+/// `libjeprof_preload.so` as cargo built it for this test run: the package's cdylib, in the
+/// `deps/` folder beside the test binary (cargo copies it up to `<target>/<profile>/` only for
+/// `cargo build`).
 pub fn preload_library() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
+    let deps = exe
         .parent()
-        .and_then(Path::parent)
         .expect("the test binary lies in <target>/<profile>/deps");
-    let library = profile_dir.join("libjeprof_preload.so");
+    let library = deps.join("libjeprof_preload.so");
     assert!(
         library.is_file(),
-        "{} is missing: build it with `cargo build -p jeprof-preload` (cargo test builds it)",
+        "{} is missing: cargo test -p jeprof-preload builds it",
         library.display()
     );
     library
