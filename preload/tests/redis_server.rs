@@ -1,9 +1,10 @@
-//! Debian's `redis-server`, unmodified and preloaded (with `dump_on_exit` and the `http`
-//! listener set through `JEPROF_SHIM`), answers `redis-benchmark` on a loopback port and plain
-//! commands correctly, serves its profile over HTTP while running, and at `SHUTDOWN NOSAVE` writes
-//! a dump that our reader parses and that names redis's own allocation functions. Everything is
-//! bounded in time; the server is killed on any failure. Without redis installed the test says so
-//! and passes, except under CI (`CI=true`), where redis is required (`.ci/run` installs it).
+//! Debian's `redis-server`, unmodified and preloaded (with `dump_on_exit`, sequenced dumps and the
+//! `http` listener set through `JEPROF_SHIM`), answers `redis-benchmark` on a loopback port and
+//! plain commands correctly, serves its profile over HTTP while running, writes interval dumps,
+//! and at `SHUTDOWN NOSAVE` writes a final dump and a dump at exit that our reader parses and that
+//! names redis's own allocation functions. Everything is bounded in time; the server is killed on
+//! any failure. Without redis installed the test says so and passes, except under CI
+//! (`CI=true`), where redis is required (`.ci/run` installs it).
 
 #[path = "../../shim/tests/common/http.rs"]
 mod client;
@@ -24,6 +25,9 @@ const BENCHMARKS: &str = "ping,set,get,incr,lpush,lrange_100,hset";
 /// R: small enough that the few megabytes redis holds at exit (the benchmark's list, its keys,
 /// the clients' buffers) give a few hundred samples.
 const SAMPLE_RATE: u64 = 16_384;
+
+/// Bytes allocated between two sequenced dumps: the benchmark allocates far more.
+const INTERVAL: u64 = 32 << 20;
 
 /// Seconds any one step may take.
 const STEP_LIMIT: Duration = Duration::from_secs(240);
@@ -114,8 +118,10 @@ fn redis_server_preloaded_answers_the_benchmark_and_dumps_at_exit() {
     let mut command = preloaded(
         Command::new("redis-server"),
         &format!(
-            "sample_rate:{SAMPLE_RATE},dump_on_exit:{},http:127.0.0.1:{http_port}",
-            pattern.display()
+            "sample_rate:{SAMPLE_RATE},dump_on_exit:{},http:127.0.0.1:{http_port},\
+             dump_prefix:{},dump_interval:{INTERVAL},max_dumps:3,dump_final:true",
+            pattern.display(),
+            dir.path().join("seq").display()
         ),
     );
     command
@@ -188,6 +194,22 @@ fn redis_server_preloaded_answers_the_benchmark_and_dumps_at_exit() {
         "no dump at exit; files: {:?}",
         std::fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>()
     );
+    // The automatic dumps: interval dumps while the benchmark ran (at most `max_dumps` kept) and
+    // the final one at exit, named `seq.<pid>.<seq>.<kind>.heap`.
+    let sequenced: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&format!("seq.{pid}.")))
+        .collect();
+    assert!(
+        sequenced.iter().any(|n| n.contains(".i"))
+            && sequenced.iter().any(|n| n.ends_with(".f.heap")),
+        "interval and final dumps: {sequenced:?}"
+    );
+    assert!(sequenced.len() <= 3, "max_dumps:3 kept {sequenced:?}");
+    for name in &sequenced {
+        read_dump(&dir.path().join(name));
+    }
     let profile = read_dump(&dump);
     assert!(!profile.stacks.is_empty(), "the dump has no samples");
     let names: Vec<&String> = profile
