@@ -10,11 +10,13 @@
 //! `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `malloc_usable_size`.
 //! C++'s `operator new` and `operator delete` reach them through libstdc++.
 //!
-//! None of these functions unwinds: they are `extern "C"`, so a panic inside the profiler aborts
-//! the process (with Rust's one-line "panic in a function that cannot unwind") rather than
-//! unwinding into C frames.
+//! None of these functions unwinds into C: they are `extern "C"`, so a panic inside the profiler
+//! aborts the process. The library's panic hook (its own: the library carries its own copy of
+//! Rust's standard library, so the hook touches no Rust program it is preloaded into) says so in
+//! one line, `jeprof-preload: internal error at <file>:<line>: <message>; aborting`, and aborts.
 
 use std::ffi::{c_int, c_void};
+use std::io::Write;
 
 use jeprof_shim::c_api;
 
@@ -133,3 +135,31 @@ pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
     // SAFETY: forwarded C contract.
     unsafe { c_api::malloc_usable_size(ptr) }
 }
+
+/// The one-line report of a panic inside the library, then `abort` (never an unwind into C).
+fn report_and_abort(info: &std::panic::PanicHookInfo<'_>) {
+    let message = info
+        .payload()
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("panic");
+    let location = info
+        .location()
+        .map_or_else(|| "?".to_string(), |l| format!("{}:{}", l.file(), l.line()));
+    let _ = writeln!(
+        std::io::stderr(),
+        "jeprof-preload: internal error at {location}: {message}; aborting"
+    );
+    std::process::abort();
+}
+
+extern "C" fn install_panic_hook() {
+    std::panic::set_hook(Box::new(report_and_abort));
+}
+
+/// Installs the panic hook when the library is loaded (an ELF constructor: it runs before the
+/// program's `main`; a panic before it aborts all the same, with Rust's default message).
+#[used]
+#[link_section = ".init_array"]
+static INSTALL_PANIC_HOOK: extern "C" fn() = install_panic_hook;

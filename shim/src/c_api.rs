@@ -23,8 +23,12 @@
 //!
 //! Before `main`, in exiting threads and after thread-local destruction every function works:
 //! the profiler's thread state is a `const` thread-local without destructor, initialisation is
-//! lazy (the first sample reads `JEPROF_SHIM`), and where the state cannot be had the allocation
-//! takes the unsampled path.
+//! lazy (the first allocation's slow path reads `JEPROF_SHIM`), and where the state cannot be had
+//! the allocation takes the unsampled path.
+//!
+//! A request no sampled block can serve (a size beyond `isize::MAX`, or one the sampled arena
+//! cannot map) takes the unsampled path too, and fails there with C's `ENOMEM` if jemalloc cannot
+//! serve it either; the sampled arena's refusal is counted as a dropped sample.
 
 use std::alloc::Layout;
 use std::ffi::{c_int, c_void};

@@ -54,6 +54,8 @@
 //! lib.rs       Profiled, the public functions
 //! http/        the `http` feature: listener → handlers (import profiler/, parts/, base/)
 //! exact.rs     ExactScopes, the exact per-scope counting wrapper (imports parts/scopes, base/)
+//! c_api.rs     the C malloc family over the same sampled path, for libjeprof_preload.so
+//!              (imports profiler/init, profiler/sampled_path, parts/sampler, parts/sampled_arena)
 //! profiler/    control (JEPROF_SHIM, setters), peak (tracker) → sampled_path → report
 //!              (snapshots, stats, dumps) → window, scopes, pprof, auto_dump (sequenced dumps,
 //!              writer thread) → hooks (fork, exit) → init
@@ -100,7 +102,8 @@
 //! `seed` and *k*, and the profiler's own allocations do not consume the countdown, so a
 //! deterministic program samples the same allocations on every run. `dump_on_exit` dumps from an
 //! `atexit` handler, only in the process that read the setting (a forked child does not
-//! overwrite its parent's dump).
+//! overwrite its parent's dump) unless the path has `%p`: `%p` in `dump_on_exit` and
+//! `dump_prefix` is replaced by the process id, and then a forked child dumps to its own file.
 //!
 //! ## Automatic dumps, the peak heap, allocation windows
 //! Sequenced dumps are named as jemalloc names them, `<dump_prefix>.<pid>.<seq>.<kind>.heap`
@@ -157,6 +160,13 @@
 //! HTTP heap endpoints take `?scope=`. [`ExactScopes`] (opt-in, as the global allocator type)
 //! counts exactly with a `max(16, align)`-byte header per block ([`exact_scopes`]). See
 //! `docs/design.md` §12.
+//!
+//! ## Programs that cannot be rebuilt
+//! [`c_api`] is the same profiler behind C's `malloc` family (sizeless `free` and `realloc`,
+//! `errno`, the aligned variants); the `jeprof-preload` crate exports it as
+//! `libjeprof_preload.so`, which `LD_PRELOAD` puts in front of an unmodified program
+//! (`preload/README.md`, `docs/design.md` §16). `%p` in `dump_on_exit` and `dump_prefix` is the
+//! process id, so that children of `fork` and `exec` write files of their own.
 //!
 //! ## Guarantees
 //! - Estimates are unbiased per sample and summed per stack; each stack carries its variance, so

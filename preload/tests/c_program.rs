@@ -1,0 +1,193 @@
+//! A C program built without frame pointers (`programs/sites.c`), preloaded: the malloc family
+//! keeps its C semantics on the sampled and the unsampled path; each allocation site's estimate
+//! (sites on the main thread, on a `pthread_create` thread, in a `dlopen`ed library; calloc,
+//! realloc, the aligned functions) covers the truth the program measured with
+//! `malloc_usable_size`; the real jeprof reads the dump with no binary and names the sites; the
+//! `.eh_frame` unwinder returns libgcc's stacks.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{per_site, preloaded, read_dump, run_ok, site_of, stack_names, truths};
+
+/// The sites of `sites.c`, with the live bytes they keep (measured by the program).
+const SITES: [&str; 8] = [
+    "site_small",
+    "site_freed",
+    "site_calloc",
+    "site_realloc",
+    "site_aligned",
+    "site_huge",
+    "site_thread",
+    "site_dlopened",
+];
+
+/// A small R: every site gets tens to hundreds of samples.
+const PERIOD: u64 = 65_536;
+
+/// The test programs, built into a folder of the test's own.
+struct Programs {
+    dir: tempfile::TempDir,
+    sites: PathBuf,
+    library: PathBuf,
+}
+
+/// Builds `sites` and `libdlsite.so`.
+fn programs() -> Programs {
+    let dir = tempfile::tempdir().unwrap();
+    let sites = dir.path().join("sites");
+    let mut flags = common::PROGRAM_FLAGS.to_vec();
+    flags.extend(["-pthread", "-ldl"]);
+    common::compile("cc", &[common::program_source("sites.c")], &flags, &sites);
+    let library = dir.path().join("libdlsite.so");
+    let mut flags = common::PROGRAM_FLAGS.to_vec();
+    flags.extend(["-shared", "-fPIC"]);
+    common::compile(
+        "cc",
+        &[common::program_source("dlsite.c")],
+        &flags,
+        &library,
+    );
+    Programs {
+        dir,
+        sites,
+        library,
+    }
+}
+
+/// Runs `sites sites <library>` preloaded with `settings`, dumping at exit into `dir`; returns
+/// the dump and the truths the program printed.
+fn run_sites(
+    programs: &Programs,
+    settings: &str,
+) -> (
+    jeprof_dumpfmt::Profile,
+    std::collections::BTreeMap<String, f64>,
+    PathBuf,
+) {
+    let dump = programs
+        .dir
+        .path()
+        .join(format!("sites-{}.prof", settings.replace([',', ':'], "_")));
+    let mut command = Command::new(&programs.sites);
+    command.arg("sites").arg(&programs.library);
+    let settings = format!("{settings},dump_on_exit:{}", dump.display());
+    let output = run_ok(preloaded(command, &settings));
+    let truths = truths(&output.stdout);
+    assert_eq!(truths.len(), SITES.len(), "the program printed every truth");
+    (read_dump(&dump), truths, dump)
+}
+
+#[test]
+fn malloc_family_keeps_c_semantics_sampled_and_unsampled() {
+    let programs = programs();
+    // R = 1 samples every allocation; 0 samples none; the default samples a few.
+    for settings in ["sample_rate:1", "sample_rate:0", ""] {
+        let mut command = Command::new(&programs.sites);
+        command.arg("semantics");
+        let output = run_ok(preloaded(command, settings));
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains("semantics: ok"),
+            "with {settings:?}"
+        );
+    }
+}
+
+#[test]
+fn c_sites_estimates_cover_the_truth_and_jeprof_names_them() {
+    let programs = programs();
+    let mut runs = Vec::new();
+    let mut last_dump = PathBuf::new();
+    for seed in 1..=8 {
+        let settings = format!("sample_rate:{PERIOD},seed:{seed}");
+        let (profile, truths, dump) = run_sites(&programs, &settings);
+        assert_eq!(profile.sample_period, PERIOD);
+        runs.push(common::SiteRun {
+            label: settings,
+            estimates: per_site(&profile, &SITES, |name, site| name == site),
+            truths: SITES.iter().map(|site| truths[*site]).collect(),
+        });
+        last_dump = dump;
+    }
+    common::check_estimates(&SITES, &runs);
+
+    // The real jeprof, given no binary, reads the names from the dump's symbol section.
+    let output = jeprof_conformance::run(&[
+        "--text",
+        "--show_bytes",
+        "--inuse_space",
+        last_dump.to_str().expect("UTF-8 temp path"),
+    ]);
+    assert_eq!(output.status, 0, "jeprof failed: {}", output.stderr);
+    let text = jeprof_conformance::parse_text(&output.stdout).expect("jeprof's --text table");
+    for site in SITES.iter().filter(|s| **s != "site_freed") {
+        let (_, cum) = text
+            .rows
+            .get(*site)
+            .unwrap_or_else(|| panic!("jeprof does not name {site}:\n{}", output.stdout));
+        assert!(*cum > 0.0, "{site}: {}", output.stdout);
+    }
+}
+
+/// The functions the program calls to allocate.
+const ALLOCATORS: [&str; 5] = [
+    "malloc",
+    "calloc",
+    "realloc",
+    "posix_memalign",
+    "aligned_alloc",
+];
+
+/// The distinct stacks of the sites' samples: per frame, its names (inlined functions first).
+fn site_stacks(profile: &jeprof_dumpfmt::Profile) -> BTreeSet<Vec<Vec<String>>> {
+    profile
+        .stacks
+        .iter()
+        .filter(|s| site_of(profile, &s.frames, &SITES, |name, site| name == site).is_some())
+        .map(|s| stack_names(profile, &s.frames))
+        .collect()
+}
+
+#[test]
+fn eh_frame_and_auto_unwinders_return_libgcc_stacks_without_frame_pointers() {
+    let programs = programs();
+    let settings = |unwinder: &str| format!("sample_rate:{PERIOD},seed:3,unwinder:{unwinder}");
+    let (by_libgcc, _, _) = run_sites(&programs, &settings("backtrace"));
+    let expected = site_stacks(&by_libgcc);
+    assert!(
+        expected.len() >= SITES.len() - 1,
+        "every live site has a stack: {expected:#?}"
+    );
+    for stack in &expected {
+        // Stacks start at the exported allocation function the site called (jeprof's and our
+        // reports drop such frames by name).
+        let leaf = stack.first().and_then(|names| names.last());
+        assert!(
+            leaf.is_some_and(|name| ALLOCATORS.contains(&name.as_str())),
+            "{stack:?}"
+        );
+        assert!(
+            stack
+                .iter()
+                .flatten()
+                .any(|name| name == "main" || name == "start_thread"),
+            "the stack reaches the thread's entry: {stack:?}"
+        );
+    }
+    for unwinder in ["eh_frame", "auto"] {
+        let (profile, _, _) = run_sites(&programs, &settings(unwinder));
+        assert_eq!(
+            site_stacks(&profile),
+            expected,
+            "unwinder:{unwinder} ({:?}) against libgcc's",
+            common::annotation(&profile, "shim_unwinder")
+        );
+        if unwinder == "auto" {
+            // The program has no frame pointers: auto must not pick the frame-pointer walker.
+            assert_ne!(common::annotation(&profile, "shim_unwinder"), Some("fp"));
+        }
+    }
+}
