@@ -10,12 +10,18 @@
 //! `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `malloc_usable_size`.
 //! C++'s `operator new` and `operator delete` reach them through libstdc++.
 //!
+//! Also exported, forwarded to the same jemalloc: its introspection calls `mallctl`,
+//! `mallctlnametomib`, `mallctlbymib`, `malloc_stats_print` and `nallocx`. A program linked
+//! against a system jemalloc (Debian builds redis so) calls these by their plain names; without
+//! them they would reach that other jemalloc, which holds none of the program's memory, and its
+//! statistics (redis's `INFO memory`) would be nonsense.
+//!
 //! None of these functions unwinds into C: they are `extern "C"`, so a panic inside the profiler
 //! aborts the process. The library's panic hook (its own: the library carries its own copy of
 //! Rust's standard library, so the hook touches no Rust program it is preloaded into) says so in
 //! one line, `jeprof-preload: internal error at <file>:<line>: <message>; aborting`, and aborts.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::io::Write;
 
 use jeprof_shim::c_api;
@@ -134,6 +140,79 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
 pub unsafe extern "C" fn malloc_usable_size(ptr: *mut c_void) -> usize {
     // SAFETY: forwarded C contract.
     unsafe { c_api::malloc_usable_size(ptr) }
+}
+
+/// jemalloc's `mallctl`, on the jemalloc that serves this library's blocks.
+///
+/// # Safety
+/// jemalloc's contract: `name` is a NUL-terminated string; `oldp`/`oldlenp` and `newp`/`newlen`
+/// describe buffers of the types the named control reads and writes, or are NULL.
+#[no_mangle]
+pub unsafe extern "C" fn mallctl(
+    name: *const c_char,
+    oldp: *mut c_void,
+    oldlenp: *mut usize,
+    newp: *mut c_void,
+    newlen: usize,
+) -> c_int {
+    // SAFETY: forwarded C contract.
+    unsafe { tikv_jemalloc_sys::mallctl(name, oldp, oldlenp, newp, newlen) }
+}
+
+/// jemalloc's `mallctlnametomib`.
+///
+/// # Safety
+/// As for [`mallctl`]; `mibp` holds `*miblenp` entries.
+#[no_mangle]
+pub unsafe extern "C" fn mallctlnametomib(
+    name: *const c_char,
+    mibp: *mut usize,
+    miblenp: *mut usize,
+) -> c_int {
+    // SAFETY: forwarded C contract.
+    unsafe { tikv_jemalloc_sys::mallctlnametomib(name, mibp, miblenp) }
+}
+
+/// jemalloc's `mallctlbymib`.
+///
+/// # Safety
+/// As for [`mallctl`]; `mib` holds `miblen` entries.
+#[no_mangle]
+pub unsafe extern "C" fn mallctlbymib(
+    mib: *const usize,
+    miblen: usize,
+    oldp: *mut c_void,
+    oldlenp: *mut usize,
+    newp: *mut c_void,
+    newlen: usize,
+) -> c_int {
+    // SAFETY: forwarded C contract.
+    unsafe { tikv_jemalloc_sys::mallctlbymib(mib, miblen, oldp, oldlenp, newp, newlen) }
+}
+
+/// jemalloc's `malloc_stats_print`.
+///
+/// # Safety
+/// `write_cb` is NULL or a callback safe to call with `cbopaque`; `opts` is NULL or a
+/// NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_stats_print(
+    write_cb: Option<unsafe extern "C" fn(*mut c_void, *const c_char)>,
+    cbopaque: *mut c_void,
+    opts: *const c_char,
+) {
+    // SAFETY: forwarded C contract.
+    unsafe { tikv_jemalloc_sys::malloc_stats_print(write_cb, cbopaque, opts) }
+}
+
+/// jemalloc's `nallocx`: the usable size a request of `size` bytes with `flags` would get.
+///
+/// # Safety
+/// jemalloc's contract for `flags` (a valid `MALLOCX_*` combination).
+#[no_mangle]
+pub unsafe extern "C" fn nallocx(size: usize, flags: c_int) -> usize {
+    // SAFETY: forwarded C contract.
+    unsafe { tikv_jemalloc_sys::nallocx(size, flags) }
 }
 
 /// The one-line report of a panic inside the library, then `abort` (never an unwind into C).

@@ -170,6 +170,24 @@ fn redis_server_preloaded_answers_the_benchmark_and_dumps_at_exit() {
         "the benchmark's list has {list_length} items"
     );
 
+    // redis asks jemalloc for its statistics (`mallctl`) by the plain names of Debian's system
+    // jemalloc: the library answers them from the jemalloc that holds redis's memory, so the
+    // allocator's figure is at least the list the benchmark left (600+ items) and not the few
+    // KiB an idle second jemalloc reports.
+    let memory = cli(port, &["INFO", "memory"]);
+    let allocated: u64 = memory
+        .lines()
+        .find_map(|line| line.strip_prefix("allocator_allocated:"))
+        .unwrap_or_else(|| panic!("no allocator_allocated in INFO memory:\n{memory}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        allocated > 1 << 20,
+        "INFO memory's allocator_allocated is {allocated} B: redis's mallctl did not reach the \
+         preloaded jemalloc"
+    );
+
     // The listener `http:` started serves the live profile.
     let addr: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
     let heap = client::get(addr, "/pprof/heap").expect("the http listener answers");
