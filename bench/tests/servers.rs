@@ -1,22 +1,27 @@
 //! The server harness end to end on a small configuration, so that it cannot rot: Debian's
 //! `redis-server` under `redis-benchmark` with plain jemalloc and with our preload library
-//! (`apt-get install redis-server redis-tools libjemalloc2`; the library built first with
-//! `cargo build --release -p jeprof-preload`, or pointed to by `JEPROF_PRELOAD`).
+//! (`apt-get install redis-server redis-tools libjemalloc2`; the library is the one `cargo test
+//! --workspace` builds, or a release build, or the one `JEPROF_PRELOAD` names).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jeprof_bench::servers::{run_once, Load, ServerKind, Settings, Variant};
 
-/// Our library: `JEPROF_PRELOAD`, else the release build, else the debug build.
+/// Our library: `JEPROF_PRELOAD`; else the one cargo built beside this test binary (in
+/// `<target>/<profile>/deps/`, where `cargo test --workspace` leaves jeprof-preload's cdylib); else
+/// the release build; else the debug build.
 fn preload() -> PathBuf {
     if let Some(p) = std::env::var_os("JEPROF_PRELOAD") {
         return PathBuf::from(p);
     }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let beside = exe.parent().map(|deps| deps.join("libjeprof_preload.so"));
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
     let release = target.join("release/libjeprof_preload.so");
-    let found = [release.clone(), target.join("debug/libjeprof_preload.so")]
+    let found = beside
         .into_iter()
+        .chain([release.clone(), target.join("debug/libjeprof_preload.so")])
         .find(|p| p.is_file());
     found.unwrap_or_else(|| {
         panic!(
