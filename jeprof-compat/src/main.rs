@@ -326,6 +326,10 @@ struct MergeArgs {
     /// (--format pprof: which function flat is charged to, as in `report`.)
     #[command(flatten)]
     attribution: AttributionArgs,
+    /// A label KEY=VALUE for the merged profile (repeat for several): a `# label` line of the
+    /// heap_v2 output, a string label on every sample of pprof output.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -360,6 +364,10 @@ struct PprofArgs {
     output: PathBuf,
     #[command(flatten)]
     attribution: AttributionArgs,
+    /// A string label KEY=VALUE on every sample, replacing a dump's own label KEY (repeat for
+    /// several); a dump's `# label` lines are labels too.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -504,13 +512,17 @@ fn progress_bar(len: usize) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// `export`: the dumps as rows of unbiased figures, in a Parquet file.
-fn export(args: ExportArgs) -> anyhow::Result<()> {
-    let labels = args
-        .labels
+/// `--label KEY=VALUE`s, checked.
+fn parse_labels(labels: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    Ok(labels
         .iter()
         .map(|l| export::parse_label(l))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+/// `export`: the dumps as rows of unbiased figures, in a Parquet file.
+fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let labels = parse_labels(&args.labels)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
@@ -654,6 +666,7 @@ fn report_scopes(
 
 /// `merge`: the dumps unbiased and added up, written as a heap_v2 dump or pprof.
 fn merge(args: MergeArgs) -> anyhow::Result<()> {
+    let labels = parse_labels(&args.labels)?;
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -686,7 +699,8 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     }
     match args.format {
         Format::HeapV2 => {
-            let profile = acc.to_profile();
+            let mut profile = acc.to_profile();
+            profile.labels = labels;
             let options = args.rounding.output_rounding().write_options();
             jeprof_dumpfmt::write::write_file(&profile, &args.output, &options)?;
         }
@@ -696,6 +710,7 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
                 skip: args.common.skip(),
                 attribution: args.attribution.attribution(&args.common)?,
                 binary: args.common.binary.clone(),
+                labels,
             };
             let pb = pprof::build_with(&[resolved], &options);
             write_output(&args.output, |out| Ok(pprof::write_gz(&pb, out)?))?;
@@ -710,6 +725,7 @@ fn pprof(args: PprofArgs) -> anyhow::Result<()> {
         skip: args.common.skip(),
         attribution: args.attribution.attribution(&args.common)?,
         binary: args.common.binary.clone(),
+        labels: parse_labels(&args.labels)?,
     };
     let pb = pprof::build_files(
         &args.dumps,

@@ -385,6 +385,7 @@ impl Accumulator {
                 })
                 .collect(),
             mappings: Vec::new(),
+            labels: Vec::new(),
         }
     }
 
