@@ -80,6 +80,20 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A label given on the command line (`--label KEY=VALUE`) that cannot be one.
+    Label {
+        /// The label as given.
+        label: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Writing an output file failed (after the dumps were read): nothing is left at `path`.
+    Output {
+        /// The output file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -143,6 +157,13 @@ impl fmt::Display for Error {
                     None => write!(f, "{list}: {reason}"),
                 }
             }
+            Error::Label { label, reason } => write!(
+                f,
+                "--label {label:?}: {reason} (KEY is [A-Za-z0-9_.-]+, VALUE any text on one line)"
+            ),
+            Error::Output { path, reason } => {
+                write!(f, "{}: writing failed: {reason}", path.display())
+            }
         }
     }
 }
@@ -160,7 +181,9 @@ impl std::error::Error for Error {
             | Error::NotAProgram { .. }
             | Error::BinaryMatchesNoMapping { .. }
             | Error::ProgramAsDump { .. }
-            | Error::InputList { .. } => None,
+            | Error::InputList { .. }
+            | Error::Label { .. }
+            | Error::Output { .. } => None,
         }
     }
 }

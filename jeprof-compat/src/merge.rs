@@ -531,6 +531,7 @@ impl Accumulator {
                 })
                 .collect(),
             mappings: Vec::new(),
+            labels: Vec::new(),
         }
     }
 

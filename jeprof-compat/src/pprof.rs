@@ -2,7 +2,7 @@
 //! source lines, removes allocator frames and charges flat as the text report does; [`jeprof_dumpfmt::pprof`] encodes.
 //!
 //! Mapping from a dump: the four heap sample types, one sample per stack with the unbiased figures
-//! rounded to integers, one location per frame address (the address jeprof symbolizes: callers
+//! rounded to integers and the dump's labels (and `--label`s) as string labels, one location per frame address (the address jeprof symbolizes: callers
 //! minus one) with one line per function, innermost (inlined) first, mappings from the dump's memory
 //! map, `period` = the sample period R (the smallest, for several dumps).
 //!
@@ -45,6 +45,9 @@ pub struct PprofOptions {
     /// The program (`--binary`): it stands in for the mapping whose file has its name, as in
     /// symbolization, for that mapping's build id.
     pub binary: Option<PathBuf>,
+    /// String labels put on every sample (`--label KEY=VALUE`), after each dump's own labels
+    /// ([`ResolvedProfile::labels`]), replacing a dump's label of the same key.
+    pub labels: Vec<(String, String)>,
 }
 
 /// Reads dump files (in parallel, whole: pprof's locations need every stack resolved) and builds
@@ -101,10 +104,20 @@ pub fn build_with(profiles: &[ResolvedProfile], options: &PprofOptions) -> PbPro
             mappings: HashMap::new(),
             functions: HashMap::new(),
         };
+        // Every sample of a dump carries its labels, so a scraper that stores many processes'
+        // profiles (Parca, Pyroscope) can select by them.
+        let mut labels = profile.labels.clone();
+        for (k, v) in &options.labels {
+            jeprof_dumpfmt::labels::set(&mut labels, k, v);
+        }
+        let labels: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         for stack in &profile.stacks {
             let frames = interesting_frames(&stack.frames, skip);
             let ids = encoder.locations(&mut b, &mut build_ids, frames);
-            b.sample(ids, &stack.counts, &[]);
+            b.sample(ids, &stack.counts, &labels);
         }
     }
     b.finish()

@@ -110,6 +110,8 @@ pub struct ResolvedProfile {
     pub stacks: Vec<ResolvedStack>,
     /// The parsed memory map.
     pub mappings: Vec<Mapping>,
+    /// The dump's labels ([`Profile::labels`]); none for a merge of several dumps.
+    pub labels: Vec<(String, String)>,
 }
 
 /// How to find names for raw dumps.
@@ -130,7 +132,8 @@ pub struct SymbolizeOptions {
 ///   still resolves); an address outside every mapping is looked up in `--binary` as is (jeprof's
 ///   catch-all, right for non-PIE programs). Addresses nothing resolves show as the bare 16-digit
 ///   key, as jeprof with an empty program shows them.
-pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> ResolvedProfile {
+pub fn resolve(mut profile: Profile, source: &str, options: &SymbolizeOptions) -> ResolvedProfile {
+    let labels = std::mem::take(&mut profile.labels);
     let mappings = profile
         .mapped_libraries
         .as_deref()
@@ -143,6 +146,7 @@ pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> Re
             sample_period: profile.sample_period,
             stacks,
             mappings,
+            labels,
         };
     }
     let mut resolver = Resolver {
@@ -170,6 +174,7 @@ pub fn resolve(profile: Profile, source: &str, options: &SymbolizeOptions) -> Re
         sample_period: profile.sample_period,
         stacks,
         mappings,
+        labels,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Labels in dumps (`# label` lines): the real jeprof reports a dump with them byte for byte as
-//! the same dump without them.
+//! the same dump without them; they, and `--label`s, become string labels on every pprof sample
+//! (`pprof`, `merge --format pprof`), which `go tool pprof -tags` shows.
 
 mod common;
 
@@ -84,4 +85,129 @@ fn real_jeprof_reports_a_dump_with_labels_byte_for_byte_as_without() {
         };
         assert_eq!(unnamed(&a.stderr), unnamed(&b.stderr), "jeprof {flags:?}");
     }
+}
+
+/// `symbolized.heap` with labels `program` and `region`, written to `out`.
+fn labelled_dump(out: &Path) {
+    let mut profile =
+        jeprof_dumpfmt::read::read_file(common::fixtures().join("symbolized.heap")).unwrap();
+    profile.labels = vec![
+        ("program".into(), "kv-store".into()),
+        ("region".into(), "eu-west-1".into()),
+    ];
+    jeprof_dumpfmt::write::write_file(&profile, out, &WriteOptions::default()).unwrap();
+}
+
+/// Every sample's string labels, as `key=value`.
+fn sample_labels(pb: &Path) -> Vec<Vec<String>> {
+    let profile = jeprof_compat::pprof::read_gz(&std::fs::read(pb).unwrap()).unwrap();
+    let s = |i: i64| profile.string_table[i as usize].clone();
+    profile
+        .sample
+        .iter()
+        .map(|sample| {
+            sample
+                .label
+                .iter()
+                .map(|l| format!("{}={}", s(l.key), s(l.str)))
+                .collect()
+        })
+        .collect()
+}
+
+/// `go tool pprof -tags` of `pb`, or `None` (with a notice) where `go` is not installed.
+fn go_tags(pb: &Path) -> Option<String> {
+    let go = std::process::Command::new("go").arg("version").output();
+    if go.map(|o| !o.status.success()).unwrap_or(true) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but `go` is not on PATH: install golang-go"
+        );
+        eprintln!("notice: `go` not found; skipping the go tool pprof check");
+        return None;
+    }
+    let out = std::process::Command::new("go")
+        .args(["tool", "pprof", "-tags"])
+        .arg(pb)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn pprof_samples_carry_the_dumps_labels_and_the_command_lines_and_go_pprof_shows_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("labelled.heap");
+    labelled_dump(&dump);
+    let pb = dir.path().join("out.pb.gz");
+    common::run_ok(&[
+        "pprof",
+        "--label",
+        "env=prod",
+        "--label",
+        "region=us-east-1",
+        "-o",
+        pb.to_str().unwrap(),
+        dump.to_str().unwrap(),
+    ]);
+    let labels = sample_labels(&pb);
+    assert!(!labels.is_empty());
+    for sample in &labels {
+        assert_eq!(
+            sample,
+            &["program=kv-store", "region=us-east-1", "env=prod"]
+        );
+    }
+    if let Some(tags) = go_tags(&pb) {
+        for want in [
+            " env: Total",
+            ": prod",
+            " program: Total",
+            ": kv-store",
+            ": us-east-1",
+        ] {
+            assert!(tags.contains(want), "{want:?} in\n{tags}");
+        }
+        assert!(!tags.contains("eu-west-1"), "{tags}");
+    }
+}
+
+#[test]
+fn merge_writes_its_labels_into_pprof_samples_and_heap_v2_label_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("labelled.heap");
+    labelled_dump(&dump);
+    let pb = dir.path().join("merged.pb.gz");
+    let heap = dir.path().join("merged.heap");
+    let a = common::fixtures().join("a.heap");
+    for (format, out) in [("pprof", &pb), ("heap_v2", &heap)] {
+        common::run_ok(&[
+            "merge",
+            "--format",
+            format,
+            "--label",
+            "fleet=all",
+            "-o",
+            out.to_str().unwrap(),
+            dump.to_str().unwrap(),
+            a.to_str().unwrap(),
+        ]);
+    }
+    // A merge of several dumps is no one dump: only the command line's labels.
+    for sample in sample_labels(&pb) {
+        assert_eq!(sample, ["fleet=all"]);
+    }
+    if let Some(tags) = go_tags(&pb) {
+        assert!(
+            tags.contains(" fleet: Total") && tags.contains(": all"),
+            "{tags}"
+        );
+    }
+    let merged = jeprof_dumpfmt::read::read_file(&heap).unwrap();
+    assert_eq!(merged.labels, [("fleet".to_string(), "all".to_string())]);
 }
