@@ -197,6 +197,11 @@ pub struct Profile {
     /// In-use figures per scope and stack, when the producer recorded scopes (written as
     /// `# scope` comment lines, which jeprof ignores; see [`crate::scopes`]).
     pub scopes: Vec<ScopeStack>,
+    /// Labels naming where the profile comes from (`program`, `build_id`, `hostname`, `pid`,
+    /// `service`, `time`, or any a pipeline adds), in order, keys unique and `[A-Za-z0-9_.-]+`,
+    /// values without line breaks. Written as `# label <key> <value>` comment lines, which jeprof
+    /// ignores; see [`crate::labels`].
+    pub labels: Vec<(String, String)>,
 }
 
 /// One scope's in-use figures at one stack.
@@ -288,8 +293,10 @@ impl Profile {
     }
 
     /// Checks the invariants every writer relies on: figures finite and not negative, a positive
-    /// byte count wherever there are objects and the reverse.
+    /// byte count wherever there are objects and the reverse, and labels that can be written
+    /// ([`crate::labels`]).
     pub fn validate(&self) -> Result<(), Error> {
+        crate::labels::validate(self)?;
         for (i, s) in self.stacks.iter().enumerate() {
             validate_stack(i, s)?;
         }

@@ -8,7 +8,7 @@
 //!
 //! Accepted framing: leading `%` lines (skipped, as jeprof does), an optional `--- symbol` section
 //! followed by `--- heap`, blank lines anywhere in the body, `# …` comment lines (this crate's
-//! annotations and per-entry variances), and a `MAPPED_LIBRARIES:` (or `--- Memory map:`) section whose
+//! annotations, labels and per-entry variances), and a `MAPPED_LIBRARIES:` (or `--- Memory map:`) section whose
 //! text is kept verbatim. A bare `@` line (a stack the unwinder returned empty) is read as jeprof reads
 //! it: its counts go to the previous stack, or nowhere before the first one.
 
@@ -226,7 +226,7 @@ pub fn read_file_stacks_with(
 ///
 /// `on_stack` gets the stacks in the dump's order, each exactly as [`read_with`] would put it in
 /// [`Profile::stacks`], with the profile read so far: its sample period (final), symbol section,
-/// header thread lines and annotations (all of which come before the first stack), but not yet the
+/// header thread lines, annotations and labels (all of which come before the first stack), but not yet the
 /// memory map, which comes last. The [`Read`] returned is [`read_with`]'s with no stacks. A dump
 /// that fails (a bad line, a cut dump without [`ReadOptions::allow_truncated`], figures that are
 /// not finite) fails as it does with [`read_with`], with the same error, possibly after some of its
@@ -610,6 +610,12 @@ fn read_body<F: FnMut(&Profile, Stack)>(
                 end.end_marker = true;
                 continue;
             }
+            // A label's value is the rest of the line verbatim, so it is cut from the raw line.
+            let label_prefix = crate::labels::LINE_PREFIX.as_bytes();
+            if let Some(rest) = trim_start(raw).strip_prefix(label_prefix) {
+                read_label(no, raw, rest, profile, current.is_some())?;
+                continue;
+            }
             let text = String::from_utf8_lossy(&line[1..]).trim().to_string();
             if let Some(rest) = text.strip_prefix("var ") {
                 let Some(stack) = &mut current else {
@@ -822,6 +828,42 @@ fn read_body<F: FnMut(&Profile, Stack)>(
         dropped_stacks,
         dropped_bytes,
     }))
+}
+
+/// A `# label <key> <value>` line (`rest` follows `# label `), added to `profile.labels`. Labels
+/// come before the first stack, so that a streaming reader has them all with the first stack.
+fn read_label(
+    no: usize,
+    raw: &[u8],
+    rest: &[u8],
+    profile: &mut Profile,
+    after_a_stack: bool,
+) -> Result<(), Error> {
+    if after_a_stack {
+        return Err(malformed(
+            no,
+            raw,
+            "`# label` lines only before the first `@` stack line",
+        ));
+    }
+    let text = std::str::from_utf8(rest)
+        .map_err(|_| malformed(no, raw, "a UTF-8 label `# label <key> <value>`"))?;
+    let (key, value) = crate::labels::parse_line(text).map_err(|problem| {
+        malformed(
+            no,
+            raw,
+            &format!("a label `# label <key> <value>` ({problem})"),
+        )
+    })?;
+    if profile.labels.iter().any(|(k, _)| *k == key) {
+        return Err(malformed(
+            no,
+            raw,
+            &format!("each label key once (`{key}` is repeated)"),
+        ));
+    }
+    profile.labels.push((key, value));
+    Ok(())
 }
 
 fn orphan_stack(at: usize) -> Error {

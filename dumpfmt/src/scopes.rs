@@ -20,13 +20,14 @@ use std::collections::BTreeMap;
 use crate::model::{Counts, Estimate, Profile, Stack};
 
 /// The profile of one scope: its in-use figures per stack (no accumulated figures, no per-thread
-/// lines), everything else (period, symbols, maps, annotations) as in `profile`. Empty stacks when
+/// lines), everything else (period, symbols, maps, annotations, labels) as in `profile`. Empty stacks when
 /// the profile has no figures for `label`.
 pub fn scope_profile(profile: &Profile, label: &str) -> Profile {
     let mut out = Profile::new(profile.sample_period);
     out.symbols = profile.symbols.clone();
     out.mapped_libraries = profile.mapped_libraries.clone();
     out.annotations = profile.annotations.clone();
+    out.labels = profile.labels.clone();
     out.annotations.push(("scope".into(), label.to_string()));
     for s in profile.scopes.iter().filter(|s| s.scope == label) {
         out.stacks.push(Stack {

@@ -16,6 +16,7 @@
 //! # sample_period: <R>           the sampling period, when the header uses another (see
 //!                                 [`HeaderPeriod`])
 //! # <key>: <value>                annotations; jeprof ignores lines it does not recognise
+//! # label <key> <value>           labels ([`crate::labels`]), the value verbatim to the line's end
 //! @ 0x<leaf> 0x<caller> ...
 //!   t*: <n>: <s> [<n>: <s>]
 //!   t<uid>: <n>: <s> [<n>: <s>]
@@ -237,6 +238,10 @@ fn write_unbuffered(
             k.replace(['\n', ':'], " "),
             v.replace('\n', " ")
         )?;
+    }
+    // Checked by `validate` above: keys are one word, values hold no line break.
+    for (k, v) in &profile.labels {
+        writeln!(out, "{}{k} {v}", crate::labels::LINE_PREFIX)?;
     }
     // Per-scope figures by frames, each written once, after the first entry with those frames.
     let mut scopes: std::collections::HashMap<&[u64], Vec<&crate::model::ScopeStack>> =

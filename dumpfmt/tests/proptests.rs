@@ -1,5 +1,5 @@
 //! Property tests: generated profiles (random stacks made of random samples, thread lines, header
-//! threads with names, symbols, maps) survive write → read with every figure within the bound the
+//! threads with names, symbols, maps, labels) survive write → read with every figure within the bound the
 //! encoding promises and never panic; stacks of at least 2·R come back within 0.1% with the
 //! default rounding; and no input, however broken, makes the reader panic.
 
@@ -117,9 +117,14 @@ fn profile_strategy_with(periods: Vec<u64>, min_log2: f64) -> impl Strategy<Valu
         prop::option::of(
             "([0-9a-f]{8}-[0-9a-f]{8} r-xp 00000000 00:00 0 /usr/lib/x[a-z]{0,8}\\.so\n){0,4}",
         ),
+        // Labels: any key the format allows, any value without a line break (spaces at either
+        // end, `#`, `:`, non-ASCII text included).
+        prop::collection::btree_map("[A-Za-z0-9_.-]{1,12}", "[^\n\r]{0,24}", 0..5),
     )
-        .prop_map(|(period, stacks, names, symbols, maps)| {
-            build(period, &stacks, &names, symbols, maps)
+        .prop_map(|(period, stacks, names, symbols, maps, labels)| {
+            let mut profile = build(period, &stacks, &names, symbols, maps);
+            profile.labels = labels.into_iter().collect();
+            profile
         })
 }
 
@@ -135,6 +140,7 @@ fn check_round_trip(profile: &Profile, options: &WriteOptions) -> Result<(), Tes
     prop_assert_eq!(back.sample_period, original.sample_period);
     prop_assert_eq!(&back.symbols, &original.symbols);
     prop_assert_eq!(&back.mapped_libraries, &original.mapped_libraries);
+    prop_assert_eq!(&back.labels, &original.labels);
     let names = |p: &Profile| -> Vec<(u64, Option<String>)> {
         p.threads
             .iter()

@@ -70,6 +70,20 @@ pub enum Error {
         /// Whether `--binary` was given too.
         with_binary: bool,
     },
+    /// A label given on the command line (`--label KEY=VALUE`) that cannot be one.
+    Label {
+        /// The label as given.
+        label: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Writing an output file failed (after the dumps were read): nothing is left at `path`.
+    Output {
+        /// The output file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -122,6 +136,13 @@ impl fmt::Display for Error {
                 "{}: a program, not a heap dump, and --binary is given too; give one program",
                 program.display()
             ),
+            Error::Label { label, reason } => write!(
+                f,
+                "--label {label:?}: {reason} (KEY is [A-Za-z0-9_.-]+, VALUE any text on one line)"
+            ),
+            Error::Output { path, reason } => {
+                write!(f, "{}: writing failed: {reason}", path.display())
+            }
         }
     }
 }
@@ -138,7 +159,9 @@ impl std::error::Error for Error {
             | Error::Fetch { .. }
             | Error::NotAProgram { .. }
             | Error::BinaryMatchesNoMapping { .. }
-            | Error::ProgramAsDump { .. } => None,
+            | Error::ProgramAsDump { .. }
+            | Error::Label { .. }
+            | Error::Output { .. } => None,
         }
     }
 }

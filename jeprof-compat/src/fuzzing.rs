@@ -2,7 +2,7 @@
 //!
 //! - [`exercise`] (`read`): arbitrary bytes through the reader and, when they parse (strictly, or as
 //!   a cut dump), through every report, the merge, the writer and pprof. Nothing may panic; a merged
-//!   dump we write must read back.
+//!   dump we write must read back, and so must a dump's labels, written again.
 //! - [`exercise_stream`] (`read_stream`): the file entry point's streaming reader, fed through a
 //!   7-byte buffer so that every line straddles reads, must agree exactly with the in-memory parse.
 //! - [`exercise_pprof`] (`pprof`): profiles built straight from bytes (figures the parser would
@@ -42,6 +42,18 @@ pub fn exercise(bytes: &[u8]) {
         ),
     }
     let profile = read.profile;
+    // Labels read are labels that can be written, and they come back unchanged.
+    if let Ok(text) =
+        jeprof_dumpfmt::write::to_string(&profile, &jeprof_dumpfmt::WriteOptions::default())
+    {
+        match jeprof_dumpfmt::read::parse(text.as_bytes()) {
+            Ok(back) => assert_eq!(back.labels, profile.labels, "labels changed"),
+            Err(e) => assert!(
+                profile.labels.is_empty(),
+                "a dump with labels, written again, does not read back: {e}\n{text}"
+            ),
+        }
+    }
     // The merge's fast path must fold a dump exactly as resolving it and adding it does.
     let mut fast = Accumulator::new();
     fast.add_dump(profile.clone(), "fuzz", &SymbolizeOptions::default());

@@ -19,6 +19,8 @@
 //! - [`scopes`]: reports of one scope, and per-scope totals, from dumps that carry scopes;
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);
+//! - [`export`]: dumps as rows of unbiased figures (schema v1, Parquet), which any SQL engine
+//!   adds up correctly ([`export::export_files`]);
 //! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
 //!   `--retain`, `--exclude` ([`views::filters`]), `--lines` ([`views::lines`]);
 //! - [`attribution`]: which function a stack's figure is charged to (`--hide`, `--show_from`; by
@@ -85,6 +87,7 @@ pub mod attribution;
 pub mod binary;
 pub mod diff;
 mod error;
+pub mod export;
 // Public only for the fuzz crate (`fuzz/`, a separate package) and `tests/fuzz_corpus.rs`, which
 // run its bodies; not part of the API.
 #[doc(hidden)]

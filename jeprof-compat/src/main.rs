@@ -12,7 +12,7 @@ use jeprof_compat::attribution::Attribution;
 use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{self, Measure, ReportOptions};
-use jeprof_compat::{binary, diff, pprof, ReadPolicy, SymbolizeOptions};
+use jeprof_compat::{binary, diff, export, pprof, ReadPolicy, SymbolizeOptions};
 use jeprof_dumpfmt::output::AtomicFile;
 use jeprof_dumpfmt::read::ReadOptions;
 
@@ -39,6 +39,7 @@ Examples:
   jeprof-compat merge -o fleet.heap replica-*.heap                # unbias, then sum; jeprof reads fleet.heap
   jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top app.pb.gz
   jeprof-compat diff before.heap after.heap                       # what grew, and is it more than noise?
+  jeprof-compat export -o fleet.parquet /dumps/*.heap             # rows for DuckDB, Spark, ClickHouse...
 
 Exit status: 0 on success (also when the reader of stdout goes away), 2 on bad input or usage."
 )]
@@ -103,6 +104,21 @@ Example:
 A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent, \
 which overstates the noise for two dumps of one process: flagged changes are real.")]
     Diff(DiffArgs),
+    /// Write the dumps as rows of unbiased figures (Parquet, schema v1) for any SQL engine.
+    #[command(after_help = "\
+Examples:
+  jeprof-compat export -o fleet.parquet /dumps/*.heap
+  jeprof-compat export --label region=eu-west-1 --label env=prod -o day.parquet *.heap
+  duckdb -c \"SELECT user_frame, SUM(inuse_bytes) AS bytes, 1.96 * SQRT(SUM(inuse_bytes_var)) AS ci95
+              FROM 'fleet.parquet' GROUP BY user_frame ORDER BY bytes DESC LIMIT 20\"
+
+One row per (dump, stack): figures are already unbiased with the dump's own period, so a plain SUM \
+over any dumps is right, and SUM of a *_var column is the variance of that sum. Columns (schema v1, \
+docs/design.md §13): schema_version, dump, pid, time, build_id, binary, labels (map), sample_period, \
+thread, frames (leaf first, allocator frames removed), locations (module+0xoffset), addresses, leaf, \
+user_frame (where reports charge flat), inuse_objects, inuse_bytes, alloc_objects, alloc_bytes and \
+their *_var. On any error no output file is written.")]
+    Export(ExportArgs),
 }
 
 #[derive(Args)]
@@ -349,6 +365,29 @@ struct PprofArgs {
 }
 
 #[derive(Args)]
+struct ExportArgs {
+    /// Dumps to export (ours, jemalloc's, merged ones).
+    #[arg(required = true, value_name = "DUMP")]
+    dumps: Vec<PathBuf>,
+    /// The Parquet file to write.
+    #[arg(short, long, value_name = "OUT.parquet")]
+    output: PathBuf,
+    /// A label KEY=VALUE added to every row's labels, replacing a dump's own label KEY (repeat
+    /// for several).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// One row per stack and thread where a dump has per-thread lines. Their figures add up to
+    /// the per-thread lines', not to the stack's (each line is unbiased with its own average size).
+    #[arg(long = "per-thread", alias = "per_thread")]
+    per_thread: bool,
+    /// Dumps read at once (default: the number of cores, at most 4).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
 struct DiffArgs {
     /// The earlier dump.
     base: PathBuf,
@@ -444,7 +483,64 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             pprof(args)
         }
         Command::Diff(args) => diff(args),
+        Command::Export(mut args) => {
+            (args.dumps, args.common.binary) =
+                binary::split_program(std::mem::take(&mut args.dumps), args.common.binary.take())?;
+            export(args)
+        }
     }
+}
+
+/// A progress bar of `len` dumps on stderr when it is a terminal.
+fn progress_bar(len: usize) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} dumps, {per_sec}, eta {eta}")
+            .expect("static template"),
+    );
+    Some(bar)
+}
+
+/// `export`: the dumps as rows of unbiased figures, in a Parquet file.
+fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let labels = args
+        .labels
+        .iter()
+        .map(|l| export::parse_label(l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
+    let options = export::ExportOptions {
+        symbolize: args.common.symbolize(),
+        rows: export::RowOptions {
+            skip: args.common.skip(),
+            per_thread: args.per_thread,
+        },
+        labels,
+        jobs,
+    };
+    let bar = progress_bar(args.dumps.len());
+    let tick = || {
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    };
+    let result = export::export_files(
+        &args.dumps,
+        &args.output,
+        &options,
+        &args.common.read_policy(),
+        &tick,
+    );
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    result?;
+    Ok(())
 }
 
 /// `report`: the text report, folded stacks or a flame graph of the dumps added up.

@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jeprof_shim::jeprof_dumpfmt::{model::symbol_key, read, Profile};
+use jeprof_shim::jeprof_dumpfmt::{labels, model::symbol_key, read, Profile};
 
 #[global_allocator]
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
@@ -195,10 +195,28 @@ fn interval_peak_and_final_dumps_have_jemallocs_names_and_the_peak_holds_its_sit
     assert_eq!(last.kind, 'f', "the final dump is the last one");
     assert_eq!(found.iter().filter(|d| d.kind == 'f').count(), 1);
 
-    // Every dump is a heap_v2 profile; each was written with mode 0600.
+    // Every dump is a heap_v2 profile, labelled with its process and moment; each was written
+    // with mode 0600.
+    let started = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
     for d in &found {
         let bytes = std::fs::read(&d.path).unwrap();
-        read::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", d.path.display()));
+        let profile = read::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", d.path.display()));
+        let label = |k: &str| labels::get(&profile.labels, k).map(str::to_string);
+        let pid = d.pid.to_string();
+        assert_eq!(
+            label("pid").as_deref(),
+            Some(pid.as_str()),
+            "{:?}",
+            profile.labels
+        );
+        assert!(label("program").is_some_and(|p| !p.is_empty()));
+        assert!(label("hostname").is_some());
+        let time = label("time").and_then(|t| labels::parse_rfc3339_time(&t));
+        assert!(
+            time.is_some_and(|t| t > started && t <= std::time::SystemTime::now()),
+            "{:?}",
+            profile.labels
+        );
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&d.path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{}", d.path.display());

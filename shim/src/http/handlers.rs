@@ -304,6 +304,7 @@ fn window_with_current_inuse(window: &Profile, current: Profile) -> Profile {
     }
     merged.mapped_libraries = current.mapped_libraries;
     merged.annotations = current.annotations;
+    merged.labels = current.labels;
     merged
         .annotations
         .extend(window.annotations.iter().cloned());

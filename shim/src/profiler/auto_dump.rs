@@ -156,6 +156,7 @@ pub(crate) fn peak_profile(symbolize_now: bool) -> Profile {
             since_epoch.as_millis().to_string(),
         ));
     }
+    profile.labels = super::pprof::dump_labels(std::time::SystemTime::now());
     if symbolize_now {
         report::add_symbols(&mut profile);
     }

@@ -79,6 +79,23 @@ pub(crate) fn process_labels() -> Vec<(String, String)> {
     labels
 }
 
+/// The labels every dump carries ([`jeprof_dumpfmt::Profile::labels`]): [`process_labels`] and
+/// `time`, the dump's moment (RFC 3339, UTC, to the second). A line break in a value (a host or
+/// service name can hold anything) becomes a space, as a label value cannot hold one.
+pub(crate) fn dump_labels(time: SystemTime) -> Vec<(String, String)> {
+    let mut labels = process_labels();
+    labels.push((
+        "time".to_string(),
+        jeprof_dumpfmt::labels::rfc3339_utc(time),
+    ));
+    for (_, value) in &mut labels {
+        if jeprof_dumpfmt::labels::value_problem(value).is_some() {
+            *value = value.replace(['\n', '\r'], " ");
+        }
+    }
+    labels
+}
+
 /// The host's name (`gethostname`), if it has one.
 fn hostname() -> Option<String> {
     let mut buf = [0u8; 256];
@@ -127,6 +144,21 @@ pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dump_labels_are_the_process_labels_then_the_moment_and_all_writable() {
+        let moment = std::time::UNIX_EPOCH + Duration::from_secs(1_795_509_000);
+        let labels = dump_labels(moment);
+        let (time, process) = labels.split_last().expect("labels");
+        assert_eq!(process, process_labels().as_slice());
+        assert_eq!(
+            time,
+            &("time".to_string(), "2026-11-24T08:30:00Z".to_string())
+        );
+        let mut profile = Profile::new(1);
+        profile.labels = labels;
+        profile.validate().expect("writable labels");
+    }
 
     #[test]
     fn hostname_is_what_the_kernel_reports() {

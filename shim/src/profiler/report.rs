@@ -200,6 +200,7 @@ pub(crate) fn snapshot_of(
             stats.metadata_bytes.to_string(),
         ),
     ];
+    profile.labels = super::pprof::dump_labels(std::time::SystemTime::now());
     let cost = symbolize_now.then(|| add_symbols(&mut profile));
     (profile, cost)
 }

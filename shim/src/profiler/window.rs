@@ -158,6 +158,8 @@ impl AllocationProfile {
                     .to_string(),
             ),
         ];
+        // The window's moment is its start, as its pprof form says (`time_nanos`).
+        profile.labels = super::pprof::dump_labels(self.started);
         if settings::symbolize() {
             report::add_symbols(&mut profile);
         }

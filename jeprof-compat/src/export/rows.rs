@@ -1,0 +1,276 @@
+//! A dump as rows, whatever stores them: its identity (path, pid, time, build id, binary, labels,
+//! period) and one row per stack, or per stack and thread, with the stack's frames three ways and
+//! its unbiased figures. Schema v1 is in `docs/design.md` §13; [`super::parquet`] writes it.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use jeprof_dumpfmt::{labels, Counts, Profile};
+
+use crate::attribution::Attribution;
+use crate::names::SkipRules;
+use crate::report::{allocator_names_inlined, interesting_frames};
+use crate::symbolize::{is_shared_library, unsymbolized_identity, ResolvedProfile};
+
+/// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`, and so from
+/// `frames` (they stay in `locations` and `addresses`).
+const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
+
+/// What names a dump: the columns every row of the dump shares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DumpIdentity {
+    /// The dump's path as given.
+    pub dump: String,
+    /// Label `pid`, else the pid in a jemalloc-style file name.
+    pub pid: Option<i64>,
+    /// Label `time`, else the file's modification time: microseconds since 1970-01-01 UTC.
+    pub time_micros: Option<i64>,
+    /// Label `build_id`.
+    pub build_id: Option<String>,
+    /// Label `program`, else the program the symbol section names, else the one executable file
+    /// the memory map maps that is not a shared library.
+    pub binary: Option<String>,
+    /// The dump's labels, then the extra ones (which replace a dump's label of the same key).
+    pub labels: Vec<(String, String)>,
+    /// The dump's sample period R.
+    pub sample_period: i64,
+}
+
+/// One row: a stack of a dump (or one thread's share of it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackRow {
+    /// The thread's uid for a per-thread row; `None` for a row covering all threads.
+    pub thread: Option<i64>,
+    /// Function names, leaf first, allocator frames removed as the reports remove them, inlined
+    /// functions suffixed ` (inline)`, unnamed frames as the reports print them.
+    pub frames: Vec<String>,
+    /// Every frame, leaf first: `file+0xOFFSET` of the address jeprof looks up (callers minus
+    /// one) through the memory map, else that address as `0x` and 16 hex digits.
+    pub locations: Vec<String>,
+    /// Every frame's address as the dump has it, leaf first.
+    pub addresses: Vec<u64>,
+    /// `frames[0]`.
+    pub leaf: Option<String>,
+    /// The function the reports charge flat to: the first of `frames` that
+    /// [`crate::names::DEFAULT_HIDE`] does not match (the leaf when all match).
+    pub user_frame: Option<String>,
+    /// The unbiased figures and their variances.
+    pub counts: Counts,
+}
+
+/// A dump's identity and rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DumpRows {
+    /// The columns the rows share.
+    pub identity: DumpIdentity,
+    /// The rows, in the dump's stack order.
+    pub rows: Vec<StackRow>,
+}
+
+/// The identity of `profile` read from `path`: labels (the dump's, then `extra`, which replace
+/// the dump's of the same key), and the fallbacks of `docs/design.md` §13 where a label is
+/// missing. `mtime` is the file's modification time, if known.
+pub fn identity(
+    profile: &Profile,
+    path: &Path,
+    mtime: Option<SystemTime>,
+    extra: &[(String, String)],
+) -> DumpIdentity {
+    let mut all = profile.labels.clone();
+    for (k, v) in extra {
+        labels::set(&mut all, k, v);
+    }
+    let label = |k: &str| labels::get(&all, k);
+    let pid = label("pid")
+        .and_then(|p| p.trim().parse::<i64>().ok())
+        .or_else(|| pid_from_name(path));
+    let time_micros = label("time")
+        .and_then(labels::parse_rfc3339)
+        .or_else(|| mtime.and_then(micros_since_epoch));
+    let binary = label("program")
+        .map(str::to_string)
+        .or_else(|| {
+            profile
+                .symbols
+                .as_ref()
+                .and_then(|s| s.binary.clone())
+                .filter(|b| !b.is_empty())
+        })
+        .or_else(|| main_executable(profile.mapped_libraries.as_deref()?));
+    DumpIdentity {
+        dump: path.display().to_string(),
+        pid,
+        time_micros,
+        build_id: label("build_id").map(str::to_string),
+        binary,
+        labels: all.clone(),
+        sample_period: i64::try_from(profile.sample_period).unwrap_or(i64::MAX),
+    }
+}
+
+fn micros_since_epoch(t: SystemTime) -> Option<i64> {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    i64::try_from(d.as_micros()).ok()
+}
+
+/// The pid of a jemalloc-style dump name, `<prefix>.<pid>.<seq>.<kind><n>.heap` (kinds `i`, `m`,
+/// `u` with a number, `f` without), the prefix possibly holding dots.
+pub fn pid_from_name(path: &Path) -> Option<i64> {
+    let name = path.file_name()?.to_str()?;
+    let mut parts = name.rsplit('.');
+    if parts.next()? != "heap" {
+        return None;
+    }
+    let kind = parts.next()?;
+    let numbered = |k: &str| {
+        k.len() > 1
+            && matches!(&k[..1], "i" | "m" | "u")
+            && k[1..].bytes().all(|b| b.is_ascii_digit())
+    };
+    if kind != "f" && !numbered(kind) {
+        return None;
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let seq = parts.next()?;
+    let pid = parts.next()?;
+    // A prefix must remain (jemalloc's is never empty).
+    parts.next()?;
+    if !digits(seq) || !digits(pid) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// The file name of the one executable file that `maps` maps and that is not a shared library,
+/// when there is exactly one (a process's program).
+fn main_executable(maps: &str) -> Option<String> {
+    let mappings = crate::maps::parse_maps(maps);
+    let mut found: Option<&str> = None;
+    for m in &mappings {
+        if m.executable && m.is_file() && !is_shared_library(&m.path) {
+            match found {
+                Some(p) if p != m.path => return None,
+                _ => found = Some(m.path.as_str()),
+            }
+        }
+    }
+    found.map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
+}
+
+/// Which rows [`rows`] makes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowOptions {
+    /// Allocator frames removed from `frames` (as the reports' default).
+    pub skip: SkipRules,
+    /// One row per stack and thread where a stack has per-thread lines (and one row with
+    /// `thread` null for a stack without them), instead of one row per stack.
+    pub per_thread: bool,
+}
+
+/// The rows of `profile`, whose stacks' per-thread figures are `threads` (the dump's
+/// [`jeprof_dumpfmt::Stack::threads`], in the same order as `profile.stacks`; only read with
+/// [`RowOptions::per_thread`]).
+pub fn rows(
+    profile: &ResolvedProfile,
+    threads: &[Vec<jeprof_dumpfmt::ThreadCounts>],
+    options: &RowOptions,
+) -> Vec<StackRow> {
+    let hide = Attribution::user_code();
+    let mut out = Vec::with_capacity(profile.stacks.len());
+    for (i, stack) in profile.stacks.iter().enumerate() {
+        let mut frames = Vec::with_capacity(stack.frames.len() + 2);
+        for f in interesting_frames(&stack.frames, options.skip) {
+            if f.key > LAST_USER_ADDRESS {
+                continue;
+            }
+            let first = allocator_names_inlined(f, options.skip);
+            let last = f.names.len().saturating_sub(1);
+            for (j, name) in f.names.iter().enumerate().skip(first) {
+                if name.is_empty() {
+                    continue;
+                }
+                frames.push(if j < last {
+                    format!("{name} (inline)")
+                } else {
+                    name.clone()
+                });
+            }
+        }
+        let locations = stack
+            .frames
+            .iter()
+            .map(|f| unsymbolized_identity(f.key, f.module.as_ref().map(|(p, o)| (&**p, *o))))
+            .collect();
+        let addresses = stack
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(k, f)| if k == 0 { f.key } else { f.key.wrapping_add(1) })
+            .collect();
+        let user_frame = frames
+            .iter()
+            .find(|f| !hide.hides(f))
+            .or(frames.first())
+            .cloned();
+        let row = StackRow {
+            thread: None,
+            leaf: frames.first().cloned(),
+            user_frame,
+            frames,
+            locations,
+            addresses,
+            counts: stack.counts,
+        };
+        match threads
+            .get(i)
+            .filter(|t| options.per_thread && !t.is_empty())
+        {
+            Some(per_thread) => {
+                for t in per_thread {
+                    out.push(StackRow {
+                        thread: Some(i64::try_from(t.thread).unwrap_or(i64::MAX)),
+                        counts: t.counts,
+                        ..row.clone()
+                    });
+                }
+            }
+            None => out.push(row),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pid_comes_from_jemallocs_dump_names_only() {
+        for (name, pid) in [
+            ("jeprof.4242.0.i0.heap", Some(4242)),
+            ("/var/tmp/app.v1.2.77.13.m3.heap", Some(77)),
+            ("app.9.1.u12.heap", Some(9)),
+            ("app.9.5.f.heap", Some(9)),
+            ("9.5.f.heap", None),
+            ("app.9.5.x1.heap", None),
+            ("app.9.5.i.heap", None),
+            ("app.x.5.f.heap", None),
+            ("app.9.5.f.heap.gz", None),
+            ("fleet-0001.heap", None),
+        ] {
+            assert_eq!(pid_from_name(Path::new(name)), pid, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_program_is_the_one_executable_file_that_is_not_a_library() {
+        let maps = "55d0c0a00000-55d0c1a00000 r-xp 00001000 08:01 12 /usr/bin/kv-store\n\
+                    7f0000000000-7f0000100000 r-xp 00000000 08:01 99 /usr/lib/libc.so.6\n\
+                    7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0 [vdso]\n";
+        assert_eq!(main_executable(maps).as_deref(), Some("kv-store"));
+        let two =
+            format!("{maps}56d0c0a00000-56d0c1a00000 r-xp 00001000 08:01 13 /usr/bin/other\n");
+        assert_eq!(main_executable(&two), None);
+        assert_eq!(main_executable(""), None);
+    }
+}

@@ -1,0 +1,87 @@
+//! Labels in dumps (`# label` lines): the real jeprof reports a dump with them byte for byte as
+//! the same dump without them.
+
+mod common;
+
+use std::path::Path;
+
+use jeprof_dumpfmt::WriteOptions;
+
+/// `symbolized.heap` as our writer writes it, with labels when `with_labels`, so the two files
+/// differ in their `# label` lines only.
+fn rewrite_symbolized(with_labels: bool, out: &Path) {
+    let mut profile =
+        jeprof_dumpfmt::read::read_file(common::fixtures().join("symbolized.heap")).unwrap();
+    profile.labels.clear();
+    if with_labels {
+        for (k, v) in [
+            ("program", "kv-store"),
+            ("build_id", "0123456789abcdef0123456789abcdef01234567"),
+            ("hostname", "host-1.example"),
+            ("pid", "4242"),
+            ("time", "2026-11-24T08:30:00Z"),
+            // What jeprof could mistake for its own lines, were it to read comments.
+            (
+                "tricky",
+                " @ 0x401234 t*: 1: 2 [3: 4] --- heap heap_v2/1 binary=x ",
+            ),
+        ] {
+            profile.labels.push((k.to_string(), v.to_string()));
+        }
+    }
+    let options = WriteOptions {
+        header_period: jeprof_dumpfmt::HeaderPeriod::Sampling,
+        ..WriteOptions::default()
+    };
+    jeprof_dumpfmt::write::write_file(&profile, out, &options).unwrap();
+}
+
+#[test]
+fn real_jeprof_reports_a_dump_with_labels_byte_for_byte_as_without() {
+    // One name in two directories of the same length, so that even jeprof's messages naming
+    // the file are the same.
+    let dir = tempfile::tempdir().unwrap();
+    let (with, without) = (
+        dir.path().join("a/dump.heap"),
+        dir.path().join("b/dump.heap"),
+    );
+    std::fs::create_dir_all(with.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(without.parent().unwrap()).unwrap();
+    rewrite_symbolized(true, &with);
+    rewrite_symbolized(false, &without);
+    let written = std::fs::read_to_string(&with).unwrap();
+    assert_eq!(written.matches("\n# label ").count(), 6, "{written}");
+    // `--collapsed` prints in Perl's hash order, which differs between two runs on one
+    // file: those are compared as sets of lines.
+    for (flags, ordered) in [
+        (&["--text", "--show_bytes"][..], true),
+        (&["--text", "--inuse_objects"], true),
+        (&["--text", "--alloc_space"], true),
+        (&["--collapsed"], false),
+    ] {
+        let run = |path: &Path| {
+            let mut args = flags.to_vec();
+            args.push(path.to_str().unwrap());
+            let out = jeprof_conformance::run(&args);
+            assert_eq!(out.status, 0, "jeprof {args:?}: {}", out.stderr);
+            out
+        };
+        let (a, b) = (run(&with), run(&without));
+        assert!(a.stdout.lines().count() > 3, "{}", a.stdout);
+        if ordered {
+            assert_eq!(a.stdout, b.stdout, "jeprof {flags:?}");
+        } else {
+            let sorted = |s: &str| {
+                let mut l: Vec<&str> = s.lines().collect();
+                l.sort_unstable();
+                l.join("\n")
+            };
+            assert_eq!(sorted(&a.stdout), sorted(&b.stdout), "jeprof {flags:?}");
+        }
+        let unnamed = |s: &str| {
+            s.replace("/a/dump.heap", "/dump.heap")
+                .replace("/b/dump.heap", "/dump.heap")
+        };
+        assert_eq!(unnamed(&a.stderr), unnamed(&b.stderr), "jeprof {flags:?}");
+    }
+}
