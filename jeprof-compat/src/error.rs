@@ -94,6 +94,14 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// [`crate::query`] (cargo feature `sql`): a file that is not fleet rows of this schema
+    /// version, or the SQL engine's own error (bad SQL, an unreadable file).
+    Query {
+        /// The file at fault, where the error is about one.
+        file: Option<PathBuf>,
+        /// What went wrong (the engine's message for SQL errors).
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -164,6 +172,11 @@ impl fmt::Display for Error {
             Error::Output { path, reason } => {
                 write!(f, "{}: writing failed: {reason}", path.display())
             }
+            Error::Query {
+                file: Some(file),
+                reason,
+            } => write!(f, "{}: {reason}", file.display()),
+            Error::Query { file: None, reason } => write!(f, "{reason}"),
         }
     }
 }
@@ -183,7 +196,8 @@ impl std::error::Error for Error {
             | Error::ProgramAsDump { .. }
             | Error::InputList { .. }
             | Error::Label { .. }
-            | Error::Output { .. } => None,
+            | Error::Output { .. }
+            | Error::Query { .. } => None,
         }
     }
 }

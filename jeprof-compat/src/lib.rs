@@ -20,7 +20,8 @@
 //! - [`diff`]: per-function change between two dumps, with its interval
 //!   ([`diff::compare_files`]);
 //! - [`export`]: dumps as rows of unbiased figures (schema v1, Parquet), which any SQL engine
-//!   adds up correctly ([`export::export_files`]);
+//!   adds up correctly ([`export::export_files`]); `query` (cargo feature `sql`): SQL over those
+//!   rows in-process, with named views by function, leaf, label and hour and their intervals;
 //! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
 //!   `--retain`, `--exclude` ([`views::filters`]), `--lines` ([`views::lines`]);
 //! - [`attribution`]: which function a stack's figure is charged to (`--hide`, `--show_from`; by
@@ -99,6 +100,8 @@ pub use jeprof_dumpfmt::maps;
 pub mod merge;
 pub mod names;
 pub mod pprof;
+#[cfg(feature = "sql")]
+pub mod query;
 pub mod report;
 pub mod scopes;
 pub mod symbolize;

@@ -131,6 +131,23 @@ thread, frames (leaf first, allocator frames removed), locations (module+0xoffse
 user_frame (where reports charge flat), inuse_objects, inuse_bytes, alloc_objects, alloc_bytes and \
 their *_var. On any error no output file is written.")]
     Export(ExportArgs),
+    /// Run SQL over fleet rows (Parquet from `export`), with views by function, leaf, label and time.
+    #[cfg(feature = "sql")]
+    #[command(after_help = "\
+Examples:
+  jeprof-compat query 'SELECT * FROM by_function ORDER BY inuse_bytes DESC LIMIT 10' fleet/
+  jeprof-compat query --csv 'SELECT * FROM by_label' 'fleet/*.parquet' > by_label.csv
+  jeprof-compat query \"SELECT build_id, SUM(inuse_bytes) AS inuse_bytes FROM rows \\
+      WHERE labels['service'] = 'api' GROUP BY build_id\" fleet/
+
+The rows are table `rows`, one row per (dump, stack), already unbiased: a plain SUM over any grouping \
+is right, and SUM of a column's `_var` is its variance. Views (each with inuse_bytes, inuse_objects, \
+alloc_bytes, alloc_objects, a 95% interval `<column>_lo`..`<column>_hi` from the summed variances, \
+and `dumps`): by_function (flat, by each row's user_frame), by_leaf, by_label (label, value), \
+over_time (hour, UTC). The same SQL runs in DuckDB over the same files (see the README).
+
+Bytes print in MB as jeprof's reports do (--raw for whole bytes); --csv prints every value in full.")]
+    Query(QueryArgs),
 }
 
 #[derive(Args)]
@@ -434,6 +451,22 @@ struct DiffArgs {
     common: Common,
 }
 
+#[cfg(feature = "sql")]
+#[derive(Args)]
+struct QueryArgs {
+    /// One SQL statement over table `rows` and the views.
+    sql: String,
+    /// Parquet files from `export`, directories of them, or patterns such as 'fleet/*.parquet'.
+    #[arg(required = true, value_name = "FILES")]
+    files: Vec<PathBuf>,
+    /// Print CSV (header line, full precision) instead of a table.
+    #[arg(long)]
+    csv: bool,
+    /// Print byte columns as whole bytes rather than MB.
+    #[arg(long)]
+    raw: bool,
+}
+
 fn report_options(
     view: &ViewArgs,
     common: &Common,
@@ -473,6 +506,19 @@ fn emit_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> anyho
     match write(&mut out).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         other => Ok(other.context("writing to stdout")?),
+    }
+}
+
+/// `query`: SQL over fleet rows, printed as a table or CSV.
+#[cfg(feature = "sql")]
+fn query(args: QueryArgs) -> anyhow::Result<()> {
+    use jeprof_compat::query;
+    let files = query::parquet_files(&args.files)?;
+    let batches = query::run(&args.sql, &files)?;
+    if args.csv {
+        emit_with(|out| query::write_csv(&batches, out))
+    } else {
+        emit(&query::format_table(&batches, args.raw))
     }
 }
 
@@ -518,6 +564,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 binary::split_program(std::mem::take(&mut args.dumps), args.common.binary.take())?;
             export(args)
         }
+        #[cfg(feature = "sql")]
+        Command::Query(args) => query(args),
     }
 }
 
