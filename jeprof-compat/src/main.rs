@@ -148,6 +148,9 @@ over_time (hour, UTC). The same SQL runs in DuckDB over the same files (see the 
 
 Bytes print in MB as jeprof's reports do (--raw for whole bytes); --csv prints every value in full.")]
     Query(QueryArgs),
+    /// Run SQL over fleet rows: needs the cargo feature `sql`, which this build was made without.
+    #[cfg(not(feature = "sql"))]
+    Query(QueryUnavailable),
 }
 
 #[derive(Args)]
@@ -451,6 +454,15 @@ struct DiffArgs {
     common: Common,
 }
 
+/// `query` in a build without the SQL engine: takes whatever was given, to say what to do instead.
+#[cfg(not(feature = "sql"))]
+#[derive(Args)]
+struct QueryUnavailable {
+    /// The SQL and its files (not run: this build has no SQL engine).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    given: Vec<std::ffi::OsString>,
+}
+
 #[cfg(feature = "sql")]
 #[derive(Args)]
 struct QueryArgs {
@@ -566,6 +578,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         #[cfg(feature = "sql")]
         Command::Query(args) => query(args),
+        #[cfg(not(feature = "sql"))]
+        Command::Query(_) => Err(jeprof_compat::Error::Query {
+            file: None,
+            reason: "query: this jeprof-compat was built without its SQL engine; build it with \
+                     `cargo install --path jeprof-compat --features sql`, or run the same SQL in \
+                     DuckDB over the exported files (README, \"Fleet data in SQL\")"
+                .into(),
+        }
+        .into()),
     }
 }
 
