@@ -94,7 +94,7 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// [`crate::query`] (cargo feature `sql`): a file that is not fleet rows of this schema
+    /// The `query` module (cargo feature `sql`): a file that is not fleet rows of this schema
     /// version, or the SQL engine's own error (bad SQL, an unreadable file).
     Query {
         /// The file at fault, where the error is about one.
