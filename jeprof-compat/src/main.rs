@@ -811,7 +811,13 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
     match args.format {
         Format::HeapV2 => {
             let mut profile = acc.to_profile();
-            profile.labels = labels;
+            // The labels every input agrees on, with `--label`s over them.
+            for (key, value) in labels {
+                match profile.labels.iter_mut().find(|(k, _)| *k == key) {
+                    Some(existing) => existing.1 = value,
+                    None => profile.labels.push((key, value)),
+                }
+            }
             let options = args.rounding.output_rounding().write_options();
             jeprof_dumpfmt::write::write_file(&profile, &args.output, &options)?;
         }

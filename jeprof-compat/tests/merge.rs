@@ -189,7 +189,8 @@ proptest! {
     /// (`merge -o`), the partials read back and merged. Against merging every dump at once: the
     /// same stacks (frame identities through the partials' symbol sections), the same period, the
     /// variances exactly (the `# var` lines carry them as shortest round-trip reals), and every
-    /// figure of a stack of at least 8 units of R to the writer's rounding (`docs/design.md` §4:
+    /// figure of a stack of at least 8 units of the largest R among the dumps (a partial may be
+    /// written at that period) to the writer's rounding (`docs/design.md` §4:
     /// within 0.014% there; asserted at 0.1%).
     #[test]
     fn partial_merges_shipped_as_heap_v2_merge_to_the_merge_of_everything(
@@ -227,15 +228,26 @@ proptest! {
         prop_assert_eq!(tree.labels(), one.labels());
         prop_assert_eq!(tree.dropped_labels().collect::<Vec<_>>(), one.dropped_labels().collect::<Vec<_>>());
         let (want, got) = (one.canonical(), tree.canonical());
-        let want_keys: Vec<_> = want.keys().filter(|k| !k.is_empty()).collect();
-        let got_keys: Vec<_> = got.keys().filter(|k| !k.is_empty()).collect();
-        prop_assert_eq!(&want_keys, &got_keys);
+        // Every stack the partials carried is one of the whole merge's; every stack of the whole
+        // merge worth at least one unit of the largest R among the dumps (an integer count any
+        // partial's heap_v2 can write) survives the partials. Smaller ones may round to nothing
+        // in a partial written at a larger period than the whole merge's (`docs/design.md` §4).
+        let largest_period = profiles.iter().map(|p| p.sample_period).max().unwrap();
+        for key in got.keys().filter(|k| !k.is_empty()) {
+            prop_assert!(want.contains_key(key), "{key:?} appeared in the partials");
+        }
+        for (key, w) in want.iter().filter(|(k, _)| !k.is_empty()) {
+            if units(&w.inuse, largest_period).max(units(&w.accum, largest_period)) >= 1.0 {
+                prop_assert!(got.contains_key(key), "{key:?}: {w:?} lost in the partials");
+            }
+        }
         for (key, w) in &want {
-            let g = got.get(key).copied().unwrap_or_default();
+            // A stack lost to rounding (below one unit, checked above) has nothing to compare.
+            let Some(g) = got.get(key).copied() else { continue };
             for (x, y) in [(&w.inuse, &g.inuse), (&w.accum, &g.accum)] {
                 prop_assert!(close(x.objects_variance, y.objects_variance), "{key:?}: {w:?} vs {g:?}");
                 prop_assert!(close(x.bytes_variance, y.bytes_variance), "{key:?}: {w:?} vs {g:?}");
-                if units(x, one.period()) >= 8.0 {
+                if units(x, largest_period) >= 8.0 {
                     let near = |a: f64, b: f64| (a - b).abs() <= 1e-3 * a.abs().max(b.abs());
                     prop_assert!(near(x.objects, y.objects), "{key:?}: {w:?} vs {g:?}");
                     prop_assert!(near(x.bytes, y.bytes), "{key:?}: {w:?} vs {g:?}");
