@@ -25,6 +25,10 @@ use crate::model::Profile;
 /// The comment that starts a label line, `# label `.
 pub const LINE_PREFIX: &str = "# label ";
 
+/// What follows `#` and any blanks on a label line, `label `: the reader recognises a label by it,
+/// as it recognises `# var` and `# scope` lines by theirs.
+pub(crate) const WORD: &str = "label ";
+
 /// Why `key` cannot be a label's key, or `None` if it can.
 pub fn key_problem(key: &str) -> Option<&'static str> {
     if key.is_empty() {

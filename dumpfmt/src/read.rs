@@ -611,8 +611,11 @@ fn read_body<F: FnMut(&Profile, Stack)>(
                 continue;
             }
             // A label's value is the rest of the line verbatim, so it is cut from the raw line.
-            let label_prefix = crate::labels::LINE_PREFIX.as_bytes();
-            if let Some(rest) = trim_start(raw).strip_prefix(label_prefix) {
+            // The word is found as every other comment's is (after `#` and any blanks): were
+            // `#label k v` an annotation here, written back as `# label k v: …` it would read as a
+            // label.
+            let after_hash = trim_start(&trim_start(raw)[1..]);
+            if let Some(rest) = after_hash.strip_prefix(crate::labels::WORD.as_bytes()) {
                 read_label(no, raw, rest, profile, current.is_some())?;
                 continue;
             }

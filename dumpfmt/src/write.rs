@@ -232,12 +232,7 @@ fn write_unbuffered(
         .iter()
         .filter(|(k, _)| k != "sample_period" && k != crate::read::WRITER_KEY)
     {
-        writeln!(
-            out,
-            "# {}: {}",
-            k.replace(['\n', ':'], " "),
-            v.replace('\n', " ")
-        )?;
+        writeln!(out, "# {}: {}", annotation_key(k), v.replace('\n', " "))?;
     }
     // Checked by `validate` above: keys are one word, values hold no line break.
     for (k, v) in &profile.labels {
@@ -395,6 +390,24 @@ fn write_counts_line(
         write!(out, " {}", name.replace(['\n', '\r'], " "))?;
     }
     writeln!(out)
+}
+
+/// An annotation's key as written: on one line, without `:` (which ends the key), and never read
+/// back as another kind of comment. The reader knows `# label`, `# var` and `# scope` lines by
+/// their first word after `#` and blanks, so the blank after such a word becomes `_`
+/// (`label x` → `label_x`); without that, an annotation would come back as a label, or a header
+/// would stop reading at a `# var` line before any stack.
+fn annotation_key(key: &str) -> String {
+    let mut key = key.replace(['\n', ':'], " ");
+    let start = key.len() - key.trim_start().len();
+    for word in ["label", "var", "scope"] {
+        let blank = start + word.len();
+        if key[start..].starts_with(word) && key[blank..].starts_with(char::is_whitespace) {
+            let width = key[blank..].chars().next().map_or(1, char::len_utf8);
+            key.replace_range(blank..blank + width, "_");
+        }
+    }
+    key
 }
 
 #[cfg(test)]

@@ -144,3 +144,56 @@ fn a_dump_cut_inside_or_after_a_label_line_is_known_to_be_cut() {
         }
     }
 }
+
+#[test]
+fn a_label_line_is_known_by_its_word_however_the_comment_is_spaced() {
+    // The shape the fuzzer found: `#label …` (no blank after `#`) used to read as an annotation
+    // whose key began `label `, and written back as `# label …: …` it read as a label.
+    let text =
+        "heap_v2/524288\n  t*: 2: 1048576 [0: 0]\n#label program kv-s# x 08:01 /usr/bin/kv\n\
+                #\tlabel host a\n@ 0x401234\n  t*: 2: 1048576 [0: 0]\n\nMAPPED_LIBRARIES:\n";
+    let profile = parse(text.as_bytes()).unwrap();
+    assert_eq!(
+        profile.labels,
+        [
+            (
+                "program".to_string(),
+                "kv-s# x 08:01 /usr/bin/kv".to_string()
+            ),
+            ("host".to_string(), "a".to_string()),
+        ]
+    );
+    assert!(profile.annotations.is_empty(), "{:?}", profile.annotations);
+    let written = jeprof_dumpfmt::write::to_string(&profile, &WriteOptions::default()).unwrap();
+    assert_eq!(parse(written.as_bytes()).unwrap().labels, profile.labels);
+}
+
+#[test]
+fn an_annotation_whose_key_starts_like_another_comment_reads_back_as_an_annotation() {
+    let mut profile = labelled(&[]);
+    for key in [
+        "label program",
+        " var 1 2",
+        "scope\ttask",
+        "labels",
+        "variance",
+    ] {
+        profile
+            .annotations
+            .push((key.to_string(), "value".to_string()));
+    }
+    let written = jeprof_dumpfmt::write::to_string(&profile, &WriteOptions::default()).unwrap();
+    let back = parse(written.as_bytes()).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert!(back.labels.is_empty(), "{:?}\n{written}", back.labels);
+    let keys: Vec<&str> = back.annotations.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "label_program",
+            "var_1 2",
+            "scope_task",
+            "labels",
+            "variance"
+        ]
+    );
+}
