@@ -186,8 +186,7 @@
 //!   child can allocate and dump while other threads of the parent were inside the profiler
 //!   (tested); a child gets a dump writer of its own when automatic dumps are on (tested).
 //! - The publication of the sampled range to `dealloc` and the handover of thread tables are
-//!   checked by loom models (`RUSTFLAGS="--cfg loom" cargo test -p jeprof-shim --release --lib
-//!   loom`).
+//!   checked by loom models (`cargo test -p jeprof-shim --features loom --lib loom`).
 //! - Bounded metadata: at most `max_stacks` distinct stacks; a sample with a new stack beyond that,
 //!   or that the exhausted arena cannot serve, is *dropped*: its allocation comes from the inner
 //!   allocator unrecorded, and the drop is counted in [`stats`] and in the dump (`# shim_…`

@@ -4,7 +4,7 @@
 //! The protocols that are not trivial (the sampled range's publication to `dealloc`, the exit
 //! key's, and the handover of a thread's table) are written once, generic over [`Word`] and
 //! [`Lock`]. The product instantiates them with `std`'s atomics and mutexes (their `const`
-//! constructors initialise the statics); the loom models (`--cfg loom`) instantiate the same code
+//! constructors initialise the statics); the loom models (feature `loom`) instantiate the same code
 //! with loom's, which [`loom_types`] re-exports.
 
 use std::ffi::c_void;
@@ -108,7 +108,7 @@ impl Published {
 
 impl<W: Word<usize>, F: Word<bool>> Published<W, F> {
     /// Unset, from the model's own atomics (initialised to 0 and false).
-    #[cfg(loom)]
+    #[cfg(all(test, feature = "loom"))]
     pub(crate) fn from_words(word: W, ready: F) -> Published<W, F> {
         Published { word, ready }
     }
@@ -171,7 +171,7 @@ impl ExitKey {
 }
 
 /// loom's versions of the types above, for the models.
-#[cfg(loom)]
+#[cfg(all(test, feature = "loom"))]
 pub(crate) mod loom_types {
     pub(crate) use ::loom::sync::atomic::{AtomicBool, AtomicUsize};
     pub(crate) use ::loom::sync::{Arc, Mutex};
@@ -209,7 +209,7 @@ pub(crate) mod loom_types {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_models {
     use super::loom_types::{thread, Arc, AtomicBool, AtomicUsize};
     use super::Published;

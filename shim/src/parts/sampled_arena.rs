@@ -137,7 +137,7 @@ impl RangeCopy {
 
 impl<W: Word<usize>> RangeCopy<W> {
     /// A copy over the model's own words, which must hold 0 and [`NO_BASE`].
-    #[cfg(loom)]
+    #[cfg(all(test, feature = "loom"))]
     fn from_words(len: W, base: W) -> RangeCopy<W> {
         RangeCopy { len, base }
     }
@@ -767,7 +767,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_models {
     use super::{RangeCopy, NO_BASE};
     use crate::base::sync::loom_types::{model, thread, Arc, AtomicUsize};

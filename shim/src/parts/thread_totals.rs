@@ -354,7 +354,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_models {
     use super::*;
     use crate::base::sync::loom_types::{model, thread, Arc, AtomicBool, AtomicUsize};
