@@ -1207,18 +1207,22 @@ impl<R: BufRead> Lines<R> {
                     &format!("nothing after `{END_MARKER}`"),
                 ));
             }
-            if line == END_MARKER.as_bytes() {
+            // The line as it is kept (and written again): compared with the marker after the
+            // `\r`s are gone, or a map line `# \r…end of dump` would be kept as `# end of dump`
+            // and read back as the marker.
+            let text = String::from_utf8_lossy(line).replace('\r', "");
+            if text == END_MARKER {
                 end.end_marker = true;
                 continue;
             }
-            if maps.len() + line.len() >= MAX_MAPS {
+            if maps.len() + text.len() >= MAX_MAPS {
                 return Err(malformed(
                     no,
                     line,
                     &format!("a memory map of at most {MAX_MAPS} bytes"),
                 ));
             }
-            maps.push_str(&String::from_utf8_lossy(line).replace('\r', ""));
+            maps.push_str(&text);
             maps.push('\n');
         }
         Ok((maps, end))
@@ -1399,5 +1403,18 @@ mod tests {
             allow_truncated: true,
         };
         assert_eq!(streamed(cut, &allowed).expect("allowed").stacks.len(), 1);
+    }
+
+    #[test]
+    fn a_map_line_that_is_the_end_marker_once_its_crs_are_gone_is_the_marker() {
+        // The map keeps its lines with every `\r` removed, as jeprof reads them; a line that is
+        // `# end of dump` after that must end the map, not be kept and written back as one.
+        let text = b"heap_v2/524288\n  t*: 2: 1048576 [0: 0]\nMAPPED_LIBRARIES:\n\
+                     00400000-00402000 r-xp 00000000 08:01 1234 /usr/bin/kv\n# \r\rend of dump\n";
+        let profile = parse(text).expect("a whole dump");
+        let maps = profile.mapped_libraries.as_deref().unwrap_or_default();
+        assert!(!maps.contains("end of dump"), "{maps:?}");
+        let err = parse(&[text.as_slice(), b"# end of dump\n"].concat()).expect_err("two markers");
+        assert!(err.to_string().contains("nothing after"), "{err}");
     }
 }
