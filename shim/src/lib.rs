@@ -37,10 +37,9 @@
 //! - **The sampled arena** (`docs/design.md` §7): sampled objects come from a dedicated jemalloc
 //!   arena over one reserved, power-of-two-aligned address range (64 GiB of address space by
 //!   default, no memory), so `dealloc` knows a pointer was sampled by one range check
-//!   (`ptr ^ base < len`). Sampled objects bypass every thread cache (`MALLOCX_TCACHE_NONE`), so
-//!   none can mix them with ordinary memory; each sampled allocation and free takes one of the
-//!   sampled arena's locks. **Whatever `A` is, sampled objects live in jemalloc's sampled
-//!   arena**: the profiler always links jemalloc.
+//!   (`ptr ^ base < len`). Each thread allocates and frees sampled objects through an explicit
+//!   jemalloc tcache of its own, so a sample usually takes no arena lock. **Whatever `A` is,
+//!   sampled objects live in jemalloc's sampled arena**: the profiler always links jemalloc.
 //! - **Stacks** (`docs/design.md` §8): captured on the sampled path only, into a fixed on-stack
 //!   buffer of `max_frames` frames, interned in one table capped at `max_stacks`. Each thread
 //!   charges its samples to a table of its own (with a 64-entry cache of the stacks it has seen),
@@ -204,6 +203,12 @@
 //!   threads that sampled at once.
 //! - The symbolizer's peak is measured with jemalloc's per-thread counters between address lookups
 //!   (temporaries inside one lookup are missed), and only covers allocations that reach jemalloc.
+//! - Each thread that allocates or frees a sampled object holds one of jemalloc's explicit tcaches
+//!   (at most 4,094 at a time in a process; threads beyond that, and threads past their exit hook,
+//!   use `MALLOCX_TCACHE_NONE` and take an arena lock per sampled allocation and free). A tcache
+//!   costs jemalloc about 30 KiB of metadata and keeps freed sampled objects cached until the
+//!   thread exits. After `fork`, the tcaches of the parent's other threads stay allocated in the
+//!   child.
 //! - Not async-signal-safe: a sampled allocation takes locks, like jemalloc itself.
 //! - jeprof's flat column charges every stack's leaf, which is the allocating function with the
 //!   allocator's inlined frames (`alloc::alloc::alloc`, `__rust_alloc`, `Profiled::alloc`) named

@@ -1,9 +1,7 @@
-//! Threads that allocate and free sampled objects, one after another, must leave no allocator
-//! resource behind: sampled objects bypass jemalloc's thread caches, so no thread may hold one of
-//! jemalloc's 4,094 explicit tcache indices past its exit (a profiler that gave each thread a
-//! tcache of sampled objects and did not destroy it would exhaust them after as many threads). Its
-//! table of figures is handed on to the next new thread (with the figures kept), so 5,000 threads
-//! one after another need only a handful of tables.
+//! Every thread that allocates or frees a sampled object gets its own jemalloc tcache for the
+//! sampled arena; it must be destroyed when the thread exits, or jemalloc's 4,094 explicit tcache
+//! indices run out after as many threads. Its table of figures is handed on to the next new thread
+//! (with the figures kept), so 5,000 threads one after another need only a handful of tables.
 
 use std::sync::Mutex;
 
@@ -19,14 +17,14 @@ static KEPT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 const THREADS: usize = 5_000;
 
 #[test]
-fn threads_that_sample_leave_no_tcache_behind() {
+fn sampled_tcaches_are_released_at_thread_exit() {
     jeprof_shim::configure("sample_rate:64,symbolize:false").unwrap();
     KEPT.lock().unwrap().reserve(THREADS * 4);
     let baseline = jeprof_shim::stats();
     for _ in 0..THREADS {
         std::thread::spawn(|| {
-            // At R = 64 B nearly every one of these is sampled: the thread frees half its
-            // sampled blocks itself and hands the others over.
+            // At R = 64 B nearly every one of these is sampled: the thread gets a sampled tcache,
+            // frees half its blocks into it and hands the others over.
             let mut blocks: Vec<Vec<u8>> = (0..8).map(|i| vec![1u8; 512 + i]).collect();
             let keep = blocks.split_off(4);
             drop(blocks);
@@ -45,8 +43,8 @@ fn threads_that_sample_leave_no_tcache_behind() {
         "thread tables not reused: {baseline:?} {during:?}"
     );
 
-    // Had any thread left a tcache behind, the index space would be exhausted by now. A new one
-    // can still be created, with a low index.
+    // Had any thread's tcache outlived it, the index space would be exhausted by now. A new one
+    // can still be created, and reuses a released index.
     let mut index: u32 = u32::MAX;
     let mut len = std::mem::size_of::<u32>();
     // SAFETY: "tcache.create" writes an unsigned of the size we state.

@@ -2,13 +2,13 @@
 //! without a destructor ([`ThreadState`]), and the re-entrancy [`Guard`].
 //!
 //! One line for all of it: the fast path keeps the countdown's line in cache anyway, so the
-//! sampled path finds the thread's generator, uid, stack top and table there too instead of
-//! missing once per variable. `const` and destructor-free: usable before `main`, during
+//! sampled path finds the thread's generator, uid, stack top, table and sampled tcache there too
+//! instead of missing once per variable. `const` and destructor-free: usable before `main`, during
 //! thread-local destruction and in exiting threads. `try_with` failing (it never does for such
 //! thread-locals on Linux, but the API allows it) means "pass through".
 //!
 //! The fields belong to the modules a layer up that read and write them (the sampler, stack
-//! capture, the per-thread tables, the scopes); this module only holds them, and imports
+//! capture, the sampled arena, the per-thread tables); this module only holds them, and imports
 //! nothing of the crate.
 
 use std::cell::Cell;
@@ -49,6 +49,9 @@ pub(crate) struct ThreadState {
     /// This thread's table (the per-thread tables'), `None` until its first sample and after its
     /// exit hook handed the table back.
     pub(crate) table: Cell<Option<&'static Table>>,
+    /// This thread's explicit jemalloc tcache for the sampled arena, in the sampled arena's
+    /// encoding; 0 until the arena first asks.
+    pub(crate) sampled_tcache: Cell<u32>,
     /// The scope this thread's allocations are charged to (the scopes' interned id; 0: none). Set
     /// by scope guards and the `scope` future around each poll; read only on the sampled path,
     /// so the fast path is unchanged. In what was this line's padding.
@@ -69,6 +72,7 @@ thread_local! {
             uid: Cell::new(u64::MAX),
             stack_top: Cell::new(0),
             table: Cell::new(None),
+            sampled_tcache: Cell::new(0),
             scope: Cell::new(0),
             in_profiler: Cell::new(false),
         }

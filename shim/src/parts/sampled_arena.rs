@@ -10,20 +10,34 @@
 //! jemalloc retains and reuses extents), and purging uses `madvise`. When the range is exhausted
 //! the hook returns NULL, `mallocx` fails, and the caller falls back to the inner allocator.
 //!
-//! Sampled objects are allocated with `MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE` and freed with
-//! `MALLOCX_TCACHE_NONE`: no thread cache ever holds them, so none can hand a sampled block to an
-//! ordinary allocation or an ordinary block to a sample, and each sampled allocation and free takes
-//! the arena's bin lock (small sizes) or its extent path (large ones) directly (`docs/design.md`
-//! §7).
+//! Sampled objects are allocated and freed with `MALLOCX_ARENA(a) | MALLOCX_TCACHE(t)`, where `t` is
+//! an explicit jemalloc thread cache (`tcache.create`) that the calling thread uses for sampled
+//! objects and nothing else, so it never mixes them with ordinary memory (an explicit tcache only
+//! ever holds what was freed into it, and refills from the arena it is given). A free on another
+//! thread goes into *that* thread's sampled tcache, which holds sampled-arena objects only as well.
+//! The tcache is destroyed (flushed back to the arena, its index released) by a `pthread_key`
+//! destructor at thread exit; from then on, and wherever a tcache cannot be had, the thread uses
+//! `MALLOCX_TCACHE_NONE` as before.
+//!
+//! The cache is kept for its cost, not only for the arena's locks: sampled objects of a size class
+//! come and go again and again where samples are many, and a cache of them serves most samples
+//! without entering the arena and keeps a slab in use between them. Without it (every sampled
+//! allocation and free `MALLOCX_TCACHE_NONE`, one bin lock each), a class whose live samples
+//! outgrow the slab pinned for it builds a slab for the next sample and hands it back when that
+//! sample dies, and an object of 16–32 KiB (which jemalloc caches) takes the extent path both
+//! ways; that measured several hundred instructions more per sample where samples are many, and
+//! saved a few hundred only where they are few (`docs/design.md` §7).
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_uint, c_void};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use tikv_jemalloc_sys as jem;
 
-use crate::base::sync::Word;
+use crate::base::sync::{ExitKey, Word};
+use crate::base::thread;
 
 /// Offset of the first byte of the range not yet handed to jemalloc.
 static BUMP: AtomicUsize = AtomicUsize::new(0);
@@ -218,18 +232,111 @@ pub(crate) fn flags(size: usize, align: usize, arena_size: usize) -> Result<i32,
     }
     // Ordering: published by the STATE pair above.
     let arena = HOT.arena_index.load(Ordering::Relaxed);
-    Ok(jem::MALLOCX_ARENA(arena) | jem::MALLOCX_TCACHE_NONE | align_flags(size, align))
+    Ok(jem::MALLOCX_ARENA(arena) | tcache_flag() | align_flags(size, align))
 }
 
 /// The `sdallocx` flags for a sampled object of alignment `align` and size `size`. jemalloc's
 /// free path ignores `MALLOCX_ARENA` (the object's own metadata names its arena), so unlike
-/// [`flags`] this reads nothing shared: a free does not touch the arena's line, which is cold by
-/// the time a sampled object dies.
+/// [`flags`] this reads nothing but the thread's tcache word: a free does not touch the arena's
+/// shared line, which is cold by the time a sampled object dies.
 ///
 /// Only for objects of the sampled arena, which therefore exists.
 #[inline]
 pub(crate) fn free_flags(size: usize, align: usize) -> i32 {
-    jem::MALLOCX_TCACHE_NONE | align_flags(size, align)
+    tcache_flag() | align_flags(size, align)
+}
+
+// A thread's explicit tcache for sampled objects is kept in its thread state (`sampled_tcache`,
+// the line the sampled path has in cache anyway): [`TCACHE_UNSET`] (the state's initial value) until the
+// thread's first sampled allocation or free, [`TCACHE_OFF`] when it could not get one or its exit
+// hook has destroyed it, else the tcache index + 1. `const`, no destructor: usable at any point of
+// the thread's life.
+
+/// No sampled tcache asked for yet: the thread state's initial value.
+const TCACHE_UNSET: u32 = 0;
+const TCACHE_OFF: u32 = u32::MAX;
+
+/// Sets this thread's sampled tcache word; false when the thread-local is unavailable.
+fn set_sampled_tcache(value: u32) -> bool {
+    thread::with_thread(|t| t.sampled_tcache.set(value)).is_some()
+}
+
+/// The key whose destructor destroys a thread's sampled tcache (created under `INIT_LOCK`, before
+/// the arena is published).
+static TCACHE_KEY: ExitKey = ExitKey::new();
+
+/// `MALLOCX_TCACHE(t)` for this thread's sampled tcache (creating it at first use), or
+/// `MALLOCX_TCACHE_NONE` when the thread has none.
+#[inline]
+fn tcache_flag() -> i32 {
+    match thread::with_thread(|t| t.sampled_tcache.get()) {
+        Some(TCACHE_UNSET) => create_tcache(),
+        Some(TCACHE_OFF) | None => jem::MALLOCX_TCACHE_NONE,
+        Some(plus_one) => jem::MALLOCX_TCACHE((plus_one - 1) as usize),
+    }
+}
+
+/// Creates this thread's sampled tcache and registers its destruction at thread exit.
+#[cold]
+#[inline(never)]
+fn create_tcache() -> i32 {
+    // Until this succeeds, or for good when it fails: no tcache.
+    if !set_sampled_tcache(TCACHE_OFF) {
+        return jem::MALLOCX_TCACHE_NONE;
+    }
+    let mut index: c_uint = 0;
+    let mut index_len = std::mem::size_of::<c_uint>();
+    // SAFETY: "tcache.create" writes an unsigned into `index`, whose size we state; it allocates
+    // only from jemalloc's internal base allocator, never through the global allocator.
+    let rc = unsafe {
+        jem::mallctl(
+            c"tcache.create".as_ptr(),
+            (&mut index as *mut c_uint).cast(),
+            &mut index_len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if rc != 0 || index >= TCACHE_OFF - 1 {
+        return jem::MALLOCX_TCACHE_NONE;
+    }
+    // The key's value is index + 1 (never null), so its destructor runs at thread exit; it is a
+    // number, not an address, hence no provenance.
+    let value = NonNull::new(std::ptr::without_provenance_mut(index as usize + 1));
+    if !value.is_some_and(|value| TCACHE_KEY.arm(value)) {
+        destroy_tcache(index);
+        return jem::MALLOCX_TCACHE_NONE;
+    }
+    set_sampled_tcache(index + 1);
+    jem::MALLOCX_TCACHE(index as usize)
+}
+
+/// The key's destructor, run by glibc at thread exit (after Rust's thread-local destructors,
+/// which may still free sampled objects through the tcache). From here on the thread uses no
+/// tcache for sampled objects, so frees in later-running destructors of other keys (or of this
+/// key's later rounds) go straight to the arena, and no tcache is created again.
+extern "C" fn tcache_thread_exit(value: *mut c_void) {
+    set_sampled_tcache(TCACHE_OFF);
+    let plus_one = value as usize;
+    if plus_one != 0 {
+        destroy_tcache((plus_one - 1) as c_uint);
+    }
+}
+
+/// Flushes a sampled tcache back to the sampled arena and releases its index.
+fn destroy_tcache(index: c_uint) {
+    let mut index = index;
+    // SAFETY: "tcache.destroy" reads an unsigned naming a tcache that `tcache.create` returned
+    // and that no thread uses any more (it was this thread's, and the thread has stopped using it).
+    unsafe {
+        jem::mallctl(
+            c"tcache.destroy".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            (&mut index as *mut c_uint).cast(),
+            std::mem::size_of::<c_uint>(),
+        );
+    }
 }
 
 /// Alignment flags exactly as tikv-jemallocator computes them: none when the natural alignment of
@@ -256,6 +363,7 @@ fn create(arena_size: usize) -> u8 {
             // Ordering: published by the Release store of STATE below.
             HOT.arena_index.store(index as usize, Ordering::Relaxed);
             pin_small_slabs(index);
+            TCACHE_KEY.create(tcache_thread_exit);
             READY
         }
         Err(why) => {
@@ -638,6 +746,14 @@ mod tests {
         for addr in outside.into_iter().chain([base - 1, base + len]) {
             assert!(!copy.contains(addr as *const u8), "{addr:#x}");
         }
+    }
+
+    #[test]
+    fn a_new_threads_sampled_tcache_word_reads_unset() {
+        let word = std::thread::spawn(|| thread::with_thread(|t| t.sampled_tcache.get()))
+            .join()
+            .unwrap();
+        assert_eq!(word, Some(TCACHE_UNSET));
     }
 
     #[test]

@@ -212,8 +212,8 @@ fn forget_sampled(ptr: *mut u8) {
 /// `ptr` lies in the sampled arena and is a live object allocated there by [`alloc_sampled`].
 pub(crate) unsafe fn free_sampled_unsized(ptr: *mut u8) {
     forget_sampled(ptr);
-    // A 1-byte, 1-aligned object needs no alignment flag, so these are `MALLOCX_TCACHE_NONE`
-    // alone, which is all an unsized free takes.
+    // A 1-byte, 1-aligned object needs no alignment flag, so these are the thread's sampled
+    // tcache flag alone, which is all an unsized free takes.
     let flags = sampled_arena::free_flags(1, 1);
     // SAFETY: ptr is a live object of the sampled arena (caller contract); dallocx finds its size
     // and arena from jemalloc's own metadata.
