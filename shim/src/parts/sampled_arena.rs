@@ -18,6 +18,15 @@
 //! The tcache is destroyed (flushed back to the arena, its index released) by a `pthread_key`
 //! destructor at thread exit; from then on, and wherever a tcache cannot be had, the thread uses
 //! `MALLOCX_TCACHE_NONE` as before.
+//!
+//! The cache is kept for its cost, not only for the arena's locks: sampled objects of a size class
+//! come and go again and again where samples are many, and a cache of them serves most samples
+//! without entering the arena and keeps a slab in use between them. Without it (every sampled
+//! allocation and free `MALLOCX_TCACHE_NONE`, one bin lock each), a class whose live samples
+//! outgrow the slab pinned for it builds a slab for the next sample and hands it back when that
+//! sample dies, and an object of 16–32 KiB (which jemalloc caches) takes the extent path both
+//! ways; that measured several hundred instructions more per sample where samples are many, and
+//! saved a few hundred only where they are few (`docs/design.md` §7).
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_uint, c_void};
