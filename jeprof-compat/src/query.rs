@@ -46,6 +46,7 @@ use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::prelude::SessionContext;
 
+use crate::export::parquet::FIGURE_COLUMNS;
 use crate::Error;
 
 /// The version of the rows' schema this module reads (the `schema_version` column): the one
@@ -72,22 +73,15 @@ pub const VIEWS: [(&str, &str); 4] = [
     ("over_time", include_str!("../sql/over_time.sql")),
 ];
 
-/// The columns [`VIEWS`] read, which every file must have.
-const REQUIRED_COLUMNS: [&str; 14] = [
+/// The columns [`VIEWS`] read besides the estimates ([`FIGURE_COLUMNS`]), which every file must
+/// have.
+const KEY_COLUMNS: [&str; 6] = [
     "schema_version",
     "dump",
     "time",
     "labels",
     "leaf",
     "user_frame",
-    "inuse_objects",
-    "inuse_bytes",
-    "alloc_objects",
-    "alloc_bytes",
-    "inuse_objects_var",
-    "inuse_bytes_var",
-    "alloc_objects_var",
-    "alloc_bytes_var",
 ];
 
 fn query_error(file: Option<&Path>, reason: impl Into<String>) -> Error {
@@ -165,8 +159,9 @@ pub fn check_rows_file(path: &Path) -> Result<(), Error> {
         )
     })?;
     let schema = builder.schema().clone();
-    let missing: Vec<&str> = REQUIRED_COLUMNS
+    let missing: Vec<&str> = KEY_COLUMNS
         .iter()
+        .chain(&FIGURE_COLUMNS)
         .copied()
         .filter(|c| schema.field_with_name(c).is_err())
         .collect();

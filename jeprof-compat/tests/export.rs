@@ -207,17 +207,6 @@ fn fleet_dump(seed: u64, stacks: usize) -> Profile {
     profile
 }
 
-/// `pie.heap` moved to another base address, as another process of the same build would be.
-fn relocated_pie(shift: u64) -> String {
-    let text = std::fs::read_to_string(common::fixtures().join("pie.heap")).unwrap();
-    let re = regex::Regex::new(r"(0x)?(5555555[0-9a-f]{5})").unwrap();
-    re.replace_all(&text, |c: &regex::Captures| {
-        let v = u64::from_str_radix(&c[2], 16).unwrap() + shift;
-        format!("{}{v:x}", c.get(1).map_or("", |m| m.as_str()))
-    })
-    .into_owned()
-}
-
 /// Per (measure, function): a figure and its variance; and per measure, the total and its
 /// variance. Measures in the order of the figure columns.
 type Figures = (BTreeMap<(usize, String), (f64, f64)>, [(f64, f64); 4]);
@@ -307,7 +296,7 @@ fn row_sums_equal_merges_figures_per_function_and_in_total_across_periods_builds
     }
     for (i, shift) in [0u64, 0x1234_5000, 0x7_0000_0000].into_iter().enumerate() {
         let p = dir.path().join(format!("pie-{i}.heap"));
-        std::fs::write(&p, relocated_pie(shift)).unwrap();
+        std::fs::write(&p, common::relocated_pie(shift)).unwrap();
         paths.push(p);
     }
     let out = dir.path().join("fleet.parquet");

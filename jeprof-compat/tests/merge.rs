@@ -9,7 +9,7 @@ use std::sync::Arc;
 use jeprof_compat::names::NameStyle;
 use jeprof_compat::report::{self, ReportOptions};
 use jeprof_compat::{load_bytes, Accumulator, ResolvedProfile, SymbolizeOptions};
-use jeprof_dumpfmt::{Counts, Estimate, Profile, Stack, SymbolTable};
+use jeprof_dumpfmt::{Counts, Estimate, Profile};
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -18,39 +18,6 @@ fn fixture(name: &str) -> Vec<u8> {
 
 fn resolved(bytes: &[u8], name: &str) -> ResolvedProfile {
     load_bytes(bytes, name, &SymbolizeOptions::default()).expect("fixture parses")
-}
-
-/// A symbolized profile of random stacks over a small set of functions, at a given address base
-/// (different bases stand for different builds).
-fn profile_from(stacks: &[(Vec<u8>, f64, f64)], period: u64, base: u64) -> Profile {
-    let mut p = Profile::new(period);
-    let mut names = BTreeMap::new();
-    for (frames, objects, bytes) in stacks {
-        let addrs: Vec<u64> = frames.iter().map(|&f| base + 0x100 * f as u64).collect();
-        for (i, &a) in addrs.iter().enumerate() {
-            names.insert(
-                if i == 0 { a } else { a - 1 },
-                vec![format!("fn_{}", (addrs[i] - base) >> 8)],
-            );
-        }
-        let e = Estimate {
-            objects: *objects,
-            bytes: *bytes,
-            objects_variance: objects * 2.0,
-            bytes_variance: bytes * 3.0,
-        };
-        p.stacks.push(Stack {
-            frames: addrs,
-            counts: Counts { inuse: e, accum: e },
-            threads: Vec::new(),
-        });
-    }
-    p.symbols = Some(SymbolTable {
-        binary: None,
-        names,
-        ..SymbolTable::default()
-    });
-    p
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -102,7 +69,7 @@ proptest! {
             .iter()
             .enumerate()
             .map(|(i, (stacks, lg, build))| {
-                let p = profile_from(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
+                let p = common::generated_profile(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
                 jeprof_compat::resolve(p, &format!("dump{i}"), &SymbolizeOptions::default())
             })
             .collect();
@@ -204,7 +171,7 @@ proptest! {
         let profiles: Vec<Profile> = parts
             .iter()
             .map(|(stacks, lg, build, labels)| {
-                let mut p = profile_from(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
+                let mut p = common::generated_profile(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
                 p.labels = labels.clone();
                 p
             })
@@ -273,7 +240,7 @@ proptest! {
         let mut in_memory = Accumulator::new();
         let mut paths = Vec::new();
         for (i, (stacks, lg, build)) in parts.iter().enumerate() {
-            let p = profile_from(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
+            let p = common::generated_profile(stacks, 1u64 << lg, 0x400000 + build * 0x10000);
             // The dump as a file (its figures through our writer and reader), and the same dump
             // as read back, merged in memory.
             let path = dir.path().join(format!("dump{i:03}.heap"));
@@ -332,7 +299,7 @@ proptest! {
         with_maps in any::<bool>(),
         jeprof_names in any::<bool>(),
     ) {
-        let mut p = profile_from(&stacks, 4096, 0x400000);
+        let mut p = common::generated_profile(&stacks, 4096, 0x400000);
         let symbols = p.symbols.as_mut().unwrap();
         let keys: Vec<u64> = symbols.names.keys().copied().collect();
         for (i, k) in keys.iter().enumerate() {
@@ -384,8 +351,8 @@ fn merge_fast_path_equals_resolve_then_add_on_the_fixtures() {
 
 #[test]
 fn different_builds_merge_by_function_name() {
-    let a = profile_from(&[(vec![1, 2, 3], 10.0, 1000.0)], 4096, 0x400000);
-    let b = profile_from(&[(vec![1, 2, 3], 5.0, 500.0)], 1024, 0x7700000);
+    let a = common::generated_profile(&[(vec![1, 2, 3], 10.0, 1000.0)], 4096, 0x400000);
+    let b = common::generated_profile(&[(vec![1, 2, 3], 5.0, 500.0)], 1024, 0x7700000);
     let mut acc = Accumulator::new();
     acc.add(&jeprof_compat::resolve(
         a,
@@ -403,22 +370,10 @@ fn different_builds_merge_by_function_name() {
     assert_eq!(acc.period(), 1024);
 }
 
-/// `pie.heap` moved to another base address, as another process of the same build would be.
-fn relocated_pie(shift: u64) -> Vec<u8> {
-    let text = String::from_utf8(fixture("pie.heap")).unwrap();
-    let re = regex::Regex::new(r"(0x)?(5555555[0-9a-f]{5})").unwrap();
-    re.replace_all(&text, |c: &regex::Captures| {
-        let v = u64::from_str_radix(&c[2], 16).unwrap() + shift;
-        format!("{}{v:x}", c.get(1).map_or("", |m| m.as_str()))
-    })
-    .into_owned()
-    .into_bytes()
-}
-
 #[test]
 fn different_processes_merge_by_module_and_offset_despite_aslr() {
     let one = resolved(&fixture("pie.heap"), "one");
-    let two = resolved(&relocated_pie(0x1234_5000), "two");
+    let two = resolved(common::relocated_pie(0x1234_5000).as_bytes(), "two");
     assert_ne!(
         one.stacks[0].frames[0].key, two.stacks[0].frames[0].key,
         "ASLR moved the frames"

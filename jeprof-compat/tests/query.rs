@@ -23,7 +23,6 @@ use datafusion::parquet::arrow::ArrowWriter;
 use jeprof_compat::attribution::Attribution;
 use jeprof_compat::query;
 use jeprof_dumpfmt::math::{confidence_interval_95, SampleWeight};
-use jeprof_dumpfmt::{Counts, Estimate, Profile, Stack, SymbolTable};
 
 /// The workspace's Python with `modules` importable, or `None` (skip) where it is missing outside CI.
 fn python_with(modules: &[&str], also_java: bool) -> Option<PathBuf> {
@@ -438,50 +437,6 @@ fn bad_sql_exits_2_with_the_engines_message() {
     );
 }
 
-/// A symbolized profile of `stacks` (frame numbers, leaf first; objects; bytes) at `period`, its
-/// functions at addresses from `base` (a different base is a different build).
-fn generated_profile(stacks: &[(Vec<u8>, f64, f64)], period: u64, base: u64) -> Profile {
-    let mut p = Profile::new(period);
-    let mut names = BTreeMap::new();
-    for (frames, objects, bytes) in stacks {
-        let addrs: Vec<u64> = frames.iter().map(|&f| base + 0x100 * f as u64).collect();
-        for (i, &a) in addrs.iter().enumerate() {
-            names.insert(
-                if i == 0 { a } else { a - 1 },
-                vec![format!("fn_{}", (addrs[i] - base) >> 8)],
-            );
-        }
-        let e = Estimate {
-            objects: *objects,
-            bytes: *bytes,
-            objects_variance: objects * 2.0,
-            bytes_variance: bytes * 3.0,
-        };
-        p.stacks.push(Stack {
-            frames: addrs,
-            counts: Counts { inuse: e, accum: e },
-            threads: Vec::new(),
-        });
-    }
-    p.symbols = Some(SymbolTable {
-        binary: None,
-        names,
-        ..SymbolTable::default()
-    });
-    p
-}
-
-/// `pie.heap` moved to another base address, as another process of the same build would be.
-fn relocated_pie(shift: u64) -> String {
-    let text = std::fs::read_to_string(common::fixtures().join("pie.heap")).unwrap();
-    let re = regex::Regex::new(r"(0x)?(5555555[0-9a-f]{5})").unwrap();
-    re.replace_all(&text, |c: &regex::Captures| {
-        let v = u64::from_str_radix(&c[2], 16).unwrap() + shift;
-        format!("{}{v:x}", c.get(1).map_or("", |m| m.as_str()))
-    })
-    .into_owned()
-}
-
 /// The fleet the merge tests use, as dump files: fixtures of different periods and builds, a PIE
 /// program's dump and the same dump relocated (ASLR), a Rust program's dump (whose flat figures go
 /// to user code past the standard library), and generated dumps of two builds at three periods.
@@ -497,7 +452,7 @@ fn fleet(dir: &Path) -> Vec<PathBuf> {
     .map(|n| common::fixtures().join(n))
     .collect();
     let relocated = dir.join("pie-relocated.heap");
-    std::fs::write(&relocated, relocated_pie(0x1234_5000)).unwrap();
+    std::fs::write(&relocated, common::relocated_pie(0x1234_5000)).unwrap();
     dumps.push(relocated);
     let shapes: [(Vec<u8>, f64, f64); 4] = [
         (vec![1, 2, 3], 10.0, 1000.0),
@@ -515,7 +470,7 @@ fn fleet(dir: &Path) -> Vec<PathBuf> {
             .collect();
         let path = dir.join(format!("generated-{i}.heap"));
         jeprof_dumpfmt::write::write_file(
-            &generated_profile(&scaled, period, base),
+            &common::generated_profile(&scaled, period, base),
             &path,
             &Default::default(),
         )

@@ -115,20 +115,13 @@ fn c_sites_estimates_cover_the_truth_and_jeprof_names_them() {
     common::check_estimates(&SITES, &runs);
 
     // The real jeprof, given no binary, reads the names from the dump's symbol section.
-    let output = jeprof_conformance::run(&[
-        "--text",
-        "--show_bytes",
-        "--inuse_space",
-        last_dump.to_str().expect("UTF-8 temp path"),
-    ]);
-    assert_eq!(output.status, 0, "jeprof failed: {}", output.stderr);
-    let text = jeprof_conformance::parse_text(&output.stdout).expect("jeprof's --text table");
+    let (stdout, text) = common::jeprof_inuse_text(&last_dump);
     for site in SITES.iter().filter(|s| **s != "site_freed") {
         let (_, cum) = text
             .rows
             .get(*site)
-            .unwrap_or_else(|| panic!("jeprof does not name {site}:\n{}", output.stdout));
-        assert!(*cum > 0.0, "{site}: {}", output.stdout);
+            .unwrap_or_else(|| panic!("jeprof does not name {site}:\n{stdout}"));
+        assert!(*cum > 0.0, "{site}: {stdout}");
     }
 }
 

@@ -66,14 +66,7 @@ fn cxx_sites_estimates_cover_the_truth_with_demangled_names_jeprof_prints() {
     common::check_estimates(&SITES, &runs);
 
     // jeprof prints function names without parameters or template arguments.
-    let output = jeprof_conformance::run(&[
-        "--text",
-        "--show_bytes",
-        "--inuse_space",
-        last_dump.to_str().expect("UTF-8 temp path"),
-    ]);
-    assert_eq!(output.status, 0, "jeprof failed: {}", output.stderr);
-    let text = jeprof_conformance::parse_text(&output.stdout).expect("jeprof's --text table");
+    let (stdout, text) = common::jeprof_inuse_text(&last_dump);
     for site in &SITES[..4] {
         let short = site.split('<').next().unwrap_or(site);
         assert!(
@@ -81,12 +74,12 @@ fn cxx_sites_estimates_cover_the_truth_with_demangled_names_jeprof_prints() {
                 .iter()
                 .any(|(name, (_, cum))| name.contains(short) && *cum > 0.0),
             "jeprof does not name {short}:\n{}",
-            output.stdout
+            stdout
         );
     }
     assert!(
-        !output.stdout.contains("_ZN"),
+        !stdout.contains("_ZN"),
         "jeprof prints mangled names:\n{}",
-        output.stdout
+        stdout
     );
 }

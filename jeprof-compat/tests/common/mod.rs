@@ -1,8 +1,11 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use jeprof_dumpfmt::{Counts, Estimate, Profile, Stack, SymbolTable};
 
 /// `fixtures/compat/` in the workspace.
 pub fn fixtures() -> PathBuf {
@@ -45,4 +48,50 @@ pub fn run_ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// A symbolized profile of the given stacks over a small set of functions (`frames` are function
+/// numbers, leaf first; each stack's in-use and allocated figures are `objects`/`bytes`, with
+/// variances 2·objects and 3·bytes), at an address base: different bases stand for different
+/// builds.
+pub fn generated_profile(stacks: &[(Vec<u8>, f64, f64)], period: u64, base: u64) -> Profile {
+    let mut p = Profile::new(period);
+    let mut names = BTreeMap::new();
+    for (frames, objects, bytes) in stacks {
+        let addrs: Vec<u64> = frames.iter().map(|&f| base + 0x100 * f as u64).collect();
+        for (i, &a) in addrs.iter().enumerate() {
+            names.insert(
+                if i == 0 { a } else { a - 1 },
+                vec![format!("fn_{}", (addrs[i] - base) >> 8)],
+            );
+        }
+        let e = Estimate {
+            objects: *objects,
+            bytes: *bytes,
+            objects_variance: objects * 2.0,
+            bytes_variance: bytes * 3.0,
+        };
+        p.stacks.push(Stack {
+            frames: addrs,
+            counts: Counts { inuse: e, accum: e },
+            threads: Vec::new(),
+        });
+    }
+    p.symbols = Some(SymbolTable {
+        binary: None,
+        names,
+        ..SymbolTable::default()
+    });
+    p
+}
+
+/// `pie.heap` moved to another base address, as another process of the same build would be.
+pub fn relocated_pie(shift: u64) -> String {
+    let text = std::fs::read_to_string(fixtures().join("pie.heap")).unwrap();
+    let re = regex::Regex::new(r"(0x)?(5555555[0-9a-f]{5})").unwrap();
+    re.replace_all(&text, |c: &regex::Captures| {
+        let v = u64::from_str_radix(&c[2], 16).unwrap() + shift;
+        format!("{}{v:x}", c.get(1).map_or("", |m| m.as_str()))
+    })
+    .into_owned()
 }

@@ -228,3 +228,17 @@ pub fn check_estimates(sites: &[&str], runs: &[SiteRun]) {
         );
     }
 }
+
+/// The real jeprof's `--text --show_bytes --inuse_space` report of `dump`, given no binary (it
+/// reads the names from the dump's symbol section): its output, and its table parsed.
+pub fn jeprof_inuse_text(dump: &Path) -> (String, jeprof_conformance::Text) {
+    let output = jeprof_conformance::run(&[
+        "--text",
+        "--show_bytes",
+        "--inuse_space",
+        dump.to_str().expect("UTF-8 temp path"),
+    ]);
+    assert_eq!(output.status, 0, "jeprof failed: {}", output.stderr);
+    let text = jeprof_conformance::parse_text(&output.stdout).expect("jeprof's --text table");
+    (output.stdout, text)
+}
