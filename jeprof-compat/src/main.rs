@@ -812,11 +812,8 @@ fn merge(args: MergeArgs) -> anyhow::Result<()> {
         Format::HeapV2 => {
             let mut profile = acc.to_profile();
             // The labels every input agrees on, with `--label`s over them.
-            for (key, value) in labels {
-                match profile.labels.iter_mut().find(|(k, _)| *k == key) {
-                    Some(existing) => existing.1 = value,
-                    None => profile.labels.push((key, value)),
-                }
+            for (key, value) in &labels {
+                jeprof_dumpfmt::labels::set(&mut profile.labels, key, value);
             }
             let options = args.rounding.output_rounding().write_options();
             jeprof_dumpfmt::write::write_file(&profile, &args.output, &options)?;
