@@ -115,18 +115,11 @@ fn sample_labels(pb: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// `go tool pprof -tags` of `pb`, or `None` (with a notice) where `go` is not installed.
+/// `go tool pprof -tags` of `pb`, or `None` where `go` is not installed
+/// ([`jeprof_conformance::require_go`]).
 fn go_tags(pb: &Path) -> Option<String> {
-    let go = std::process::Command::new("go").arg("version").output();
-    if go.map(|o| !o.status.success()).unwrap_or(true) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but `go` is not on PATH: install golang-go"
-        );
-        eprintln!("notice: `go` not found; skipping the go tool pprof check");
-        return None;
-    }
-    let out = std::process::Command::new("go")
+    let go = jeprof_conformance::require_go()?;
+    let out = std::process::Command::new(go)
         .args(["tool", "pprof", "-tags"])
         .arg(pb)
         .output()

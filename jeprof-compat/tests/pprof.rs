@@ -111,15 +111,9 @@ fn pprof_of_a_raw_dump_has_its_mappings() {
 
 #[test]
 fn go_tool_pprof_prints_our_totals() {
-    let go = std::process::Command::new("go").arg("version").output();
-    if go.map(|o| !o.status.success()).unwrap_or(true) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but `go` is not on PATH: install golang-go"
-        );
-        eprintln!("notice: `go` not found; skipping the go tool pprof check");
+    let Some(go) = jeprof_conformance::require_go() else {
         return;
-    }
+    };
     let Some(real) = common::real_dump() else {
         return;
     };
@@ -137,7 +131,7 @@ fn go_tool_pprof_prints_our_totals() {
             "--keep_alloc_frames",
             &dump,
         ]));
-        let top = std::process::Command::new("go")
+        let top = std::process::Command::new(&go)
             .args([
                 "tool",
                 "pprof",

@@ -2,11 +2,12 @@
 //! real Rust dump (`rust_demo.heap`, with `# line` source positions) `-top` charges the program's
 //! functions under whole, distinct names, `-top -lines` and `-list` show their files and lines,
 //! `-traces` start at them; a raw dump given `--binary` gets DWARF lines and the program's build
-//! id. Without `go` the `go tool pprof` checks are skipped with a notice, unless `CI` is set:
-//! then they must run.
+//! id. The `go tool pprof` checks need `go` ([`jeprof_conformance::require_go`]: skipped with a
+//! notice where it is missing, a failure under `CI=true`).
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use jeprof_compat::pprof::{read_gz, PbProfile};
@@ -15,24 +16,8 @@ fn fixture(name: &str) -> String {
     common::fixtures().join(name).display().to_string()
 }
 
-/// Whether `go tool pprof` can run here; without `go` and without `CI`, a notice and `false`.
-fn have_go() -> bool {
-    let found = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`go` is not installed, and CI is set: install golang-go"
-        );
-        eprintln!("notice: `go` not installed (and CI unset): skipping the go tool pprof checks");
-    }
-    found
-}
-
 /// Converts `dump` (with `extra` options) and returns the file and its decoded message.
-fn convert(dir: &std::path::Path, dump: &str, extra: &[&str]) -> (String, PbProfile) {
+fn convert(dir: &Path, dump: &str, extra: &[&str]) -> (String, PbProfile) {
     let out = dir.join("out.pb.gz").display().to_string();
     let mut args = vec!["pprof", "-o", &out];
     args.extend_from_slice(extra);
@@ -43,8 +28,8 @@ fn convert(dir: &std::path::Path, dump: &str, extra: &[&str]) -> (String, PbProf
 }
 
 /// `go tool pprof ARGS FILE`'s standard output.
-fn go_pprof(dir: &std::path::Path, args: &[&str], file: &str) -> String {
-    let out = Command::new("go")
+fn go_pprof(go: &Path, dir: &Path, args: &[&str], file: &str) -> String {
+    let out = Command::new(go)
         .args(["tool", "pprof"])
         .args(args)
         .arg(file)
@@ -81,12 +66,17 @@ const SHIMS: [&str; 5] = [
 
 #[test]
 fn go_pprof_top_charges_the_programs_functions_under_whole_names() {
-    if !have_go() {
+    let Some(go) = jeprof_conformance::require_go() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let (file, _) = convert(dir.path(), &fixture("rust_demo.heap"), &[]);
-    let top = go_pprof(dir.path(), &["-top", "-sample_index=inuse_space"], &file);
+    let top = go_pprof(
+        &go,
+        dir.path(),
+        &["-top", "-sample_index=inuse_space"],
+        &file,
+    );
     let flat = charged(&top);
     assert!(!flat.is_empty(), "{top}");
     for name in &flat {
@@ -103,7 +93,12 @@ fn go_pprof_top_charges_the_programs_functions_under_whole_names() {
     assert!(!top.contains(" ::call_once"), "{top}");
     // jeprof's charging, when asked for.
     let (file, _) = convert(dir.path(), &fixture("rust_demo.heap"), &["--hide", ""]);
-    let top = go_pprof(dir.path(), &["-top", "-sample_index=inuse_space"], &file);
+    let top = go_pprof(
+        &go,
+        dir.path(),
+        &["-top", "-sample_index=inuse_space"],
+        &file,
+    );
     assert!(
         charged(&top).iter().any(|n| !n.starts_with("demo::")),
         "{top}"
@@ -112,20 +107,20 @@ fn go_pprof_top_charges_the_programs_functions_under_whole_names() {
 
 #[test]
 fn go_pprof_lines_and_list_show_source_files_and_lines() {
-    if !have_go() {
+    let Some(go) = jeprof_conformance::require_go() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let (file, _) = convert(dir.path(), &fixture("rust_demo.heap"), &[]);
     // The dump's `# line` lines put `vec![1u8; 4096]` of `page_buffers` at demo.rs:28.
-    let lines = go_pprof(dir.path(), &["-top", "-lines"], &file);
+    let lines = go_pprof(&go, dir.path(), &["-top", "-lines"], &file);
     assert!(
         lines
             .lines()
             .any(|l| l.contains("demo::page_buffers ") && l.ends_with("/shim/examples/demo.rs:28")),
         "{lines}"
     );
-    let list = go_pprof(dir.path(), &["-list", "demo::page_buffers"], &file);
+    let list = go_pprof(&go, dir.path(), &["-list", "demo::page_buffers"], &file);
     assert!(!list.contains("No source information"), "{list}");
     assert!(
         list.contains("ROUTINE ======================== demo::page_buffers in ")
@@ -136,12 +131,17 @@ fn go_pprof_lines_and_list_show_source_files_and_lines() {
 
 #[test]
 fn go_pprof_traces_start_at_the_programs_functions() {
-    if !have_go() {
+    let Some(go) = jeprof_conformance::require_go() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let (file, _) = convert(dir.path(), &fixture("rust_demo.heap"), &[]);
-    let traces = go_pprof(dir.path(), &["-traces", "-sample_index=inuse_space"], &file);
+    let traces = go_pprof(
+        &go,
+        dir.path(),
+        &["-traces", "-sample_index=inuse_space"],
+        &file,
+    );
     let leaves: Vec<&str> = traces
         .split("-----------+-------------------------------------------------------")
         .skip(1)
@@ -222,8 +222,8 @@ fn raw_dumps_get_dwarf_lines_and_the_programs_build_id_through_binary() {
         .map(|l| l.line)
         .collect();
     assert_eq!(leaf_lines, [3], "prog.c line 3 holds leaf_alloc's malloc");
-    if have_go() {
-        let top = go_pprof(dir.path(), &["-top", "-lines"], &file);
+    if let Some(go) = jeprof_conformance::require_go() {
+        let top = go_pprof(&go, dir.path(), &["-top", "-lines"], &file);
         assert!(
             top.contains("leaf_alloc ") && top.contains("prog.c:3"),
             "{top}"

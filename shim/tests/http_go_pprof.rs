@@ -1,14 +1,15 @@
 //! `go tool pprof` (a real client) reads `/debug/pprof/heap` from the listener and prints the
 //! totals `snapshot()` gives, within rounding; `/debug/pprof/allocs?seconds=N` reports, as
 //! `alloc_space`, only what was allocated in those seconds, with the current `inuse_space`.
-//! Needs `go` (Debian's golang-go); skipped with a reason only when it is absent and `CI` is
-//! unset.
+//! Needs `go` ([`jeprof_conformance::require_go`]: skipped with a notice where it is missing, a
+//! failure under `CI=true`).
 
 #[path = "common/http.rs"]
 mod client;
 mod common;
 
 use std::hint::black_box;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -17,8 +18,8 @@ static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
 
 /// `go tool pprof -top` over `url`, with `sample_index`; returns stdout.
-fn go_top(url: &str, sample_index: &str, scratch: &std::path::Path) -> String {
-    let out = Command::new("go")
+fn go_top(go: &Path, url: &str, sample_index: &str, scratch: &Path) -> String {
+    let out = Command::new(go)
         .args([
             "tool",
             "pprof",
@@ -92,14 +93,9 @@ fn site_during() -> Vec<u8> {
 }
 
 fn main() {
-    if Command::new("go").arg("version").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set and `go` is missing: apt-get install golang-go"
-        );
-        println!("skipped: `go` is not installed (apt-get install golang-go); CI is unset");
+    let Some(go) = jeprof_conformance::require_go() else {
         return;
-    }
+    };
     client::watchdog(Duration::from_secs(400), "http_go_pprof");
     let scratch = tempfile::tempdir().unwrap();
     jeprof_shim::reseed(11);
@@ -115,7 +111,12 @@ fn main() {
         ("inuse_space", snapshot.totals().inuse.bytes),
         ("alloc_space", snapshot.totals().accum.bytes),
     ] {
-        let top = go_top(&format!("{base}/debug/pprof/heap"), index, scratch.path());
+        let top = go_top(
+            &go,
+            &format!("{base}/debug/pprof/heap"),
+            index,
+            scratch.path(),
+        );
         let got = total(&top);
         println!("{index}: go tool pprof {got}, snapshot {want:.1}");
         assert!(
@@ -125,6 +126,7 @@ fn main() {
     }
     for (site, _) in common::SITES {
         let top = go_top(
+            &go,
             &format!("{base}/debug/pprof/heap"),
             "inuse_space",
             scratch.path(),
@@ -140,8 +142,9 @@ fn main() {
     let url = format!("{base}/debug/pprof/allocs?seconds=5");
     let fetch = {
         let scratch = scratch.path().to_path_buf();
+        let go = go.clone();
         std::thread::spawn(move || {
-            let alloc = go_top(&url, "alloc_space", &scratch);
+            let alloc = go_top(&go, &url, "alloc_space", &scratch);
             (alloc, scratch)
         })
     };
@@ -177,6 +180,7 @@ fn main() {
     assert!(total(&alloc) <= 1.2 * truth, "{alloc}");
     // The same delta's in-use figures are the current ones: both sites are live.
     let inuse = go_top(
+        &go,
         &format!("{base}/debug/pprof/allocs?seconds=1"),
         "inuse_space",
         scratch.path(),

@@ -127,6 +127,41 @@ pub fn jeprof() -> &'static Jeprof {
     }
 }
 
+/// Whether this run is CI's (`CI=true`, as `.ci/run` and hosted CI set it). There a test whose
+/// tool or input is missing fails; elsewhere it may skip, saying why.
+pub fn in_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// `go`, for the tests that check what we serve and write with `go tool pprof` (Debian's
+/// `golang-go`): the first that runs of `go` on `PATH` and `/usr/lib/go/bin/go` (where Debian
+/// installs it, linked from `/usr/bin` only by some images). When there is none: a panic under
+/// `CI=true` ([`in_ci`]), else a notice on stderr and `None`, and the caller skips what needs `go`.
+pub fn require_go() -> Option<PathBuf> {
+    static GO: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let go = GO.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .chain([PathBuf::from("/usr/lib/go/bin")])
+            .map(|dir| dir.join("go"))
+            .filter(|go| go.is_file())
+            .find(|go| {
+                Command::new(go)
+                    .arg("version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+    });
+    if go.is_none() {
+        assert!(
+            !in_ci(),
+            "CI=true and `go` is neither on PATH nor in /usr/lib/go/bin: apt-get install golang-go"
+        );
+        eprintln!("notice: `go` is not installed (apt-get install golang-go): skipping the go tool pprof checks");
+    }
+    go.clone()
+}
+
 /// What one jeprof run printed.
 #[derive(Debug, Clone)]
 pub struct Output {
