@@ -2,9 +2,17 @@
 //! `fixtures/compat/bless.sh`; the cases are listed in `fixtures/compat/cases.tsv`). Text reports
 //! must be byte-identical; folded stacks are compared as sorted lines, with jeprof's nm address tags
 //! (`main<0000000000401166>`) removed since we name functions from DWARF and symbol tables instead.
+//!
+//! One trial per case, named `golden::<case>`: `cargo test -p jeprof-compat --test golden --
+//! nonpie` runs the `nonpie.*` cases. A case that cannot run here (the real dump or a source file
+//! it lists is missing) is ignored with the reason, and fails under `CI=true`.
 
 mod common;
 
+use std::process::Command;
+use std::sync::LazyLock;
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use regex::Regex;
 
 struct Case {
@@ -124,87 +132,99 @@ fn callgrind_entries(text: &str) -> Vec<Vec<String>> {
     entries
 }
 
-#[test]
-fn report_equals_real_jeprof_on_every_golden_case() {
-    let real = common::real_dump();
-    let fixtures = common::fixtures();
-    let nm_tag = Regex::new(r"<[0-9a-f]{16}>").unwrap();
-    let discriminator = Regex::new(r" \(discriminator \d+\)$").unwrap();
-    let mut checked = 0;
-    let mut failures = Vec::new();
-    for case in cases() {
-        let mut args: Vec<String> = vec!["report".into()];
-        // A dump named in an option (`--base=base.heap`) is a file of the fixtures folder, where
-        // `bless.sh` runs jeprof.
-        args.extend(case.flags.iter().map(|f| match f.strip_prefix("--base=") {
-            Some(dump) => format!("--base={}", fixtures.join(dump).display()),
-            None => f.clone(),
-        }));
-        args.extend(case.extra.iter().cloned());
-        match case.binary.as_str() {
-            "-" | "EMPTY" => {}
-            b => {
-                args.push("--binary".into());
-                args.push(fixtures.join(b).display().to_string());
-            }
-        }
-        let mut skip = false;
-        for d in &case.dumps {
-            if d == "$REAL" {
-                match &real {
-                    Some(p) => args.push(p.display().to_string()),
-                    None => skip = true,
-                }
-            } else {
-                args.push(fixtures.join(d).display().to_string());
-            }
-        }
-        if skip {
-            continue;
-        }
-        let expected =
-            std::fs::read_to_string(fixtures.join("expected").join(format!("{}.txt", case.name)))
-                .unwrap_or_else(|e| panic!("golden {}: {e}", case.name));
-        // `--list` prints source files, which the program's DWARF names by the absolute path
-        // where it was built (`fixtures/compat/README.md`); elsewhere neither jeprof nor we can
-        // read them.
-        let listed = expected
-            .lines()
-            .filter_map(|l| l.strip_prefix("ROUTINE ====================== "))
-            .filter_map(|l| l.rsplit_once(" in ").map(|(_, file)| file.to_string()))
-            .find(|file| !std::path::Path::new(file).is_file());
-        if let Some(missing) = listed {
-            eprintln!("notice: case {}: {missing} is not here; skipped", case.name);
-            continue;
-        }
-        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let ours = common::run_ok(&arg_refs);
-        let same = if case.flags.iter().any(|f| f == "--collapsed") {
-            sorted_lines(&nm_tag.replace_all(&expected, "")) == sorted_lines(&ours)
-        } else if case.flags.iter().any(|f| f == "--dot") {
-            dot_parts(&expected) == dot_parts(&ours)
-        } else if case.flags.iter().any(|f| f == "--callgrind") {
-            callgrind_entries(&expected) == callgrind_entries(&ours)
-        } else if case.flags.iter().any(|f| f == "--lines") {
-            without_discriminated_rows(&expected, &expected, &discriminator)
-                == without_discriminated_rows(&ours, &expected, &discriminator)
-        } else {
-            expected == ours
-        };
-        if !same {
-            failures.push(format!(
-                "case {} (jeprof-compat {}):\n--- jeprof\n{expected}\n--- ours\n{ours}",
-                case.name,
-                args.join(" ")
-            ));
-        }
-        checked += 1;
+fn main() {
+    let args = Arguments::from_args();
+    let cases = cases();
+    assert!(!cases.is_empty(), "cases.tsv lists no case");
+    let trials = cases
+        .into_iter()
+        .map(|case| Trial::ignorable_test(format!("golden::{}", case.name), move || check(&case)))
+        .collect();
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// A case that needs what is not here: ignored with the reason, or a failure under `CI=true`.
+fn cannot_run(reason: String) -> Result<Completion, Failed> {
+    if jeprof_conformance::in_ci() {
+        Err(format!("cannot run under CI=true: {reason}").into())
+    } else {
+        Ok(Completion::ignored_with(reason))
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {checked} cases differ:\n{}",
-        failures.len(),
-        failures.join("\n")
+}
+
+/// Runs one case as `bless.sh` runs jeprof: in the fixtures folder, with the file names of
+/// `cases.tsv` (`--list` prints `prog.c`, which `prog`'s DWARF names as
+/// `/proc/self/cwd/prog.c`: the working directory's).
+fn check(case: &Case) -> Result<Completion, Failed> {
+    static NM_TAG: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"<[0-9a-f]{16}>").unwrap());
+    static DISCRIMINATOR: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r" \(discriminator \d+\)$").unwrap());
+    let fixtures = common::fixtures();
+    let golden = fixtures.join("expected").join(format!("{}.txt", case.name));
+    let expected =
+        std::fs::read_to_string(&golden).map_err(|e| format!("{}: {e}", golden.display()))?;
+    let mut args: Vec<String> = vec!["report".into()];
+    args.extend(case.flags.iter().cloned());
+    args.extend(case.extra.iter().cloned());
+    match case.binary.as_str() {
+        "-" | "EMPTY" => {}
+        b => args.extend(["--binary".into(), b.into()]),
+    }
+    for d in &case.dumps {
+        if d == "$REAL" {
+            match common::find_real_dump() {
+                Some(p) => args.push(p.display().to_string()),
+                None => {
+                    return cannot_run(
+                        "the real dump shared/real-dumps/pprof-pr690-jemalloc.heap is not here"
+                            .into(),
+                    )
+                }
+            }
+        } else {
+            args.push(d.clone());
+        }
+    }
+    let listed = expected
+        .lines()
+        .filter_map(|l| l.strip_prefix("ROUTINE ====================== "))
+        .filter_map(|l| l.rsplit_once(" in ").map(|(_, file)| file))
+        .find(|file| !fixtures.join(file).is_file());
+    if let Some(missing) = listed {
+        return cannot_run(format!("{missing}, which it lists, is not in the fixtures"));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_jeprof-compat"))
+        .args(&args)
+        .current_dir(&fixtures)
+        .output()?;
+    let command = format!(
+        "(in {}) jeprof-compat {}",
+        fixtures.display(),
+        args.join(" ")
     );
-    assert!(checked >= 15, "only {checked} cases ran");
+    if !out.status.success() {
+        return Err(format!("{command} failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    let ours = String::from_utf8(out.stdout)?;
+    let same = if case.flags.iter().any(|f| f == "--collapsed") {
+        sorted_lines(&NM_TAG.replace_all(&expected, "")) == sorted_lines(&ours)
+    } else if case.flags.iter().any(|f| f == "--dot") {
+        dot_parts(&expected) == dot_parts(&ours)
+    } else if case.flags.iter().any(|f| f == "--callgrind") {
+        callgrind_entries(&expected) == callgrind_entries(&ours)
+    } else if case.flags.iter().any(|f| f == "--lines") {
+        without_discriminated_rows(&expected, &expected, &DISCRIMINATOR)
+            == without_discriminated_rows(&ours, &expected, &DISCRIMINATOR)
+    } else {
+        expected == ours
+    };
+    if same {
+        Ok(Completion::Completed)
+    } else {
+        Err(format!(
+            "{command} differs from {}:\n--- jeprof\n{expected}\n--- ours\n{ours}",
+            golden.display()
+        )
+        .into())
+    }
 }

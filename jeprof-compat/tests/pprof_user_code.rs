@@ -206,7 +206,7 @@ fn raw_dumps_get_dwarf_lines_and_the_programs_build_id_through_binary() {
         .find(|m| s(m.filename).ends_with("/prog"))
         .expect("the program's mapping");
     // `readelf -n fixtures/compat/prog`; read from --binary, which stands in for the mapping.
-    assert_eq!(s(prog.build_id), "179144284f18934014f34219cb8c63b5c1e81c6b");
+    assert_eq!(s(prog.build_id), "620d200ec3b024e816f94969fff4d0cb4afb3eb5");
     assert!(prog.has_functions && prog.has_filenames && prog.has_line_numbers);
     let leaf = pb
         .function

@@ -15,20 +15,27 @@ pub fn fixtures() -> PathBuf {
 /// The real jemalloc dump in `shared/real-dumps/` (beside the project root), if present. CI has it;
 /// under `CI=true` its absence is a failure.
 pub fn real_dump() -> Option<PathBuf> {
-    let candidates = [
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/real-dumps/pprof-pr690-jemalloc.heap"),
-        PathBuf::from("/work/shared/real-dumps/pprof-pr690-jemalloc.heap"),
-    ];
-    let found = candidates.into_iter().find(|p| p.is_file());
+    let found = find_real_dump();
     if found.is_none() {
         assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
+            !jeprof_conformance::in_ci(),
             "shared/real-dumps/pprof-pr690-jemalloc.heap is missing under CI"
         );
         eprintln!("notice: shared/real-dumps/pprof-pr690-jemalloc.heap not found; skipping cases that read it");
     }
     found
+}
+
+/// Where the real dump is: `shared/real-dumps/` beside the checkout, else in the machine's
+/// `/work/shared/` (where a worktree or another clone finds it); `None` where neither has it.
+pub fn find_real_dump() -> Option<PathBuf> {
+    [
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/real-dumps/pprof-pr690-jemalloc.heap"),
+        PathBuf::from("/work/shared/real-dumps/pprof-pr690-jemalloc.heap"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
 }
 
 /// Runs the built `jeprof-compat` binary.
