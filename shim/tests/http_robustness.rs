@@ -225,31 +225,26 @@ fn disconnecting_and_silent_clients_leave_it_serving(addr: SocketAddr) {
         s.write_all(b"GET /debug/pprof/he").unwrap();
     }
     // A client trickling its head holds one worker until the read deadline, then gets 408; the
-    // others keep serving meanwhile.
+    // others keep serving meanwhile: a request sent after it is answered while it is still held.
+    // (No bound on seconds: the slow client's 60 s read timeout only keeps a hang from lasting.)
     let slow = std::thread::spawn(move || {
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(b"GET /pprof/cmdline HTTP/1.1\r\n").unwrap();
-        let start = Instant::now();
         let mut all = Vec::new();
         s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         s.read_to_end(&mut all).unwrap();
-        (start.elapsed(), String::from_utf8_lossy(&all).into_owned())
+        String::from_utf8_lossy(&all).into_owned()
     });
     std::thread::sleep(Duration::from_millis(200));
-    let quick = Instant::now();
     let ok = client::get(addr, "/pprof/cmdline").unwrap();
     assert_eq!(ok.status, 200);
     assert!(
-        quick.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        quick.elapsed()
+        !slow.is_finished(),
+        "the trickling client was answered before a later request (read deadline {:?})",
+        http::READ_DEADLINE
     );
-    let (waited, answer) = slow.join().unwrap();
+    let answer = slow.join().unwrap();
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    assert!(
-        waited <= http::READ_DEADLINE + Duration::from_secs(2),
-        "{waited:?}"
-    );
     let after = client::get(addr, "/debug/pprof/heap").unwrap();
     assert_eq!(after.status, 200);
 }
