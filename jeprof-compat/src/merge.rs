@@ -1018,7 +1018,7 @@ mod tests {
     fn raw_dumps_named_by_their_program_fold_as_resolve_then_add() {
         let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/compat");
         for (dump, program) in [("nonpie.heap", "prog"), ("pie.heap", "prog_pie")] {
-            let profile = jeprof_dumpfmt::read::read_file(&fixtures.join(dump)).unwrap();
+            let profile = jeprof_dumpfmt::read::read_file(fixtures.join(dump)).unwrap();
             for style in [NameStyle::Clean, NameStyle::Jeprof] {
                 let options = SymbolizeOptions {
                     binary: Some(fixtures.join(program)),

@@ -372,7 +372,7 @@ pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
 }
 
 /// [`build`] straight from parsed dumps (with where each came from, for messages): the same report
-/// as `build(&[resolve(..), ..])`, without building a [`Frame`] per address: each distinct
+/// as `build(&[resolve(..), ..])`, without building a [`Frame`](crate::symbolize::Frame) per address: each distinct
 /// address is looked up once per dump (walking a symbol section in its own order), and each
 /// distinct entry of raw names is demangled, cleaned, translated and tested against the skip list
 /// once per dump.
@@ -458,7 +458,7 @@ impl ReportDump {
 
 /// A text report of any size, held compactly: each function's name once in one buffer and its
 /// figures in columns, rows in jeprof's order. [`build_files`] makes one; [`FunctionTable::rows`]
-/// and [`FunctionTable::write_text`] give what [`Report::rows`] and [`format_text`] give for the
+/// and [`FunctionTable::write_text`] give what [`Report::rows`] and [`format_text`](super::format_text) give for the
 /// same dumps, without a `String` per function or the whole text in memory.
 pub struct FunctionTable {
     names: Names,
@@ -482,12 +482,12 @@ impl FunctionTable {
         self.order.iter().map(|&id| self.sums.row(&self.names, id))
     }
 
-    /// The same as [`prints_perl_overflow`] on the [`Report`] of the same dumps.
+    /// The same as [`prints_perl_overflow`](super::prints_perl_overflow) on the [`Report`] of the same dumps.
     pub fn prints_perl_overflow(&self, options: &ReportOptions) -> bool {
         self.sums.prints_perl_overflow(options)
     }
 
-    /// Writes the report as [`format_text`] formats it.
+    /// Writes the report as [`format_text`](super::format_text) formats it.
     pub fn write_text(&self, options: &ReportOptions, out: impl io::Write) -> io::Result<()> {
         write_text(self.total(), self.shown_total(), self.rows(), options, out)
     }

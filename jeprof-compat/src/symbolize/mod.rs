@@ -6,7 +6,7 @@
 //! minus one) and, when its mapping is known, `(module, file offset)`, which stays the same across
 //! processes of one build whatever ASLR did.
 //!
-//! Layers, bottom to top: [`binaries`] (what a raw dump's program and libraries name), `keys`
+//! Layers, bottom to top: `binaries` (what a raw dump's program and libraries name), `keys`
 //! (the translation engine: each distinct key of a dump named once, the pass [`resolve`], the
 //! merge and the text report share), and here [`resolve`], which gives every key a [`Frame`].
 
