@@ -1,6 +1,7 @@
 //! Whole dumps, read ([`crate::input`]), checked against `--binary` ([`crate::binary`]) and named
 //! ([`crate::symbolize::resolve`]): what the views that need every stack's frames take. The text
-//! report, the diff and the merge read dumps as they go instead ([`crate::input::read_dump_stacks`]).
+//! report, the diff and the merge read dumps as they go instead
+//! ([`crate::input::read_dump_stacks`]).
 
 use std::path::{Path, PathBuf};
 

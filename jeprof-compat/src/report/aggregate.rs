@@ -372,10 +372,10 @@ pub fn build(profiles: &[ResolvedProfile], options: &ReportOptions) -> Report {
 }
 
 /// [`build`] straight from parsed dumps (with where each came from, for messages): the same report
-/// as `build(&[resolve(..), ..])`, without building a [`Frame`](crate::symbolize::Frame) per address: each distinct
-/// address is looked up once per dump (walking a symbol section in its own order), and each
-/// distinct entry of raw names is demangled, cleaned, translated and tested against the skip list
-/// once per dump.
+/// as `build(&[resolve(..), ..])`, without building a [`Frame`](crate::symbolize::Frame) per
+/// address: each distinct address is looked up once per dump (walking a symbol section in its own
+/// order), and each distinct entry of raw names is demangled, cleaned, translated and tested
+/// against the skip list once per dump.
 pub fn build_dumps(
     dumps: &[(Profile, String)],
     symbolize: &SymbolizeOptions,
@@ -458,8 +458,9 @@ impl ReportDump {
 
 /// A text report of any size, held compactly: each function's name once in one buffer and its
 /// figures in columns, rows in jeprof's order. [`build_files`] makes one; [`FunctionTable::rows`]
-/// and [`FunctionTable::write_text`] give what [`Report::rows`] and [`format_text`](super::format_text) give for the
-/// same dumps, without a `String` per function or the whole text in memory.
+/// and [`FunctionTable::write_text`] give what [`Report::rows`] and
+/// [`format_text`](super::format_text) give for the same dumps, without a `String` per function or
+/// the whole text in memory.
 pub struct FunctionTable {
     names: Names,
     sums: Sums,
@@ -482,7 +483,8 @@ impl FunctionTable {
         self.order.iter().map(|&id| self.sums.row(&self.names, id))
     }
 
-    /// The same as [`prints_perl_overflow`](super::prints_perl_overflow) on the [`Report`] of the same dumps.
+    /// The same as [`prints_perl_overflow`](super::prints_perl_overflow) on the [`Report`] of the
+    /// same dumps.
     pub fn prints_perl_overflow(&self, options: &ReportOptions) -> bool {
         self.sums.prints_perl_overflow(options)
     }

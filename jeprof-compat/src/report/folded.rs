@@ -77,8 +77,8 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
 
 /// [`collapsed`] of dump files. Folded stacks need every stack's frames with their full names, so
 /// each dump is read and resolved whole ([`load_all`]: in memory 10 to 14 times its size),
-/// where the text report ([`build_files`](super::build_files)) folds dumps as they are read. Errors name the file (and
-/// line) of the first failing dump in `paths` order.
+/// where the text report ([`build_files`](super::build_files)) folds dumps as they are read.
+/// Errors name the file (and line) of the first failing dump in `paths` order.
 pub fn collapsed_files(
     paths: &[PathBuf],
     symbolize: &SymbolizeOptions,

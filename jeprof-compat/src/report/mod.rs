@@ -27,9 +27,9 @@
 //! [`build_files`] (the command line's text report) never holds a dump: it reads one stack at a
 //! time ([`jeprof_dumpfmt::read::read_file_stacks_with`]) and keeps, until the dump's memory map
 //! (its last section) says how to name the frames, each stack's distinct addresses as dense
-//! indexes and the one figure shown (about 28 bytes a stack of two frames, where a [`Profile`](jeprof_dumpfmt::Profile)
-//! takes about 200); then each distinct address is named once, the stacks are added up per
-//! function, and what remains is each function's name, once (an address nothing names as the
+//! indexes and the one figure shown (about 28 bytes a stack of two frames, where a
+//! [`Profile`](jeprof_dumpfmt::Profile) takes about 200); then each distinct address is named once,
+//! the stacks are added up per function, and what remains is each function's name, once (an address nothing names as the
 //! address), and its sums. Its text is written as it is made ([`FunctionTable::write_text`]).
 //! Measured on a dump of a million two-frame stacks, 55 MB, with a million distinct addresses
 //! nothing names: a peak resident size of 2.2 times the dump, where whole dumps took 18 times.

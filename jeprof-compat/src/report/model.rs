@@ -199,8 +199,8 @@ impl Ord for FunctionName<'_> {
     }
 }
 
-/// One function's figures in a [`FunctionTable`](super::FunctionTable) ([`FunctionFigures`], borrowed). A figure the
-/// table does not keep (the variances, unless asked for) reads as zero.
+/// One function's figures in a [`FunctionTable`](super::FunctionTable) ([`FunctionFigures`],
+/// borrowed). A figure the table does not keep (the variances, unless asked for) reads as zero.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Row<'a> {
     /// The function as the report prints it.

@@ -11,11 +11,12 @@
 //!    looked up in the binaries its memory map names ([`Binaries`]).
 //! 3. The caller ([`KeyNames`]) turns what names a key into its own id (a [`super::Frame`], a
 //!    merge's frame identity, a report's translated functions), caching per symbol-section entry
-//!    as it needs; an entry's names are demangled and cleaned the same way by each ([`entry_names`]).
+//!    as it needs; an entry's names are demangled and cleaned the same way by each
+//!    ([`entry_names`]).
 //!
 //! The property tests that the merge's and the report's results equal those of resolved dumps
-//! (`tests/merge.rs`, `tests/streamed_reports.rs`, the merge's and the report's unit tests) are this pass's proof
-//! that its three callers agree.
+//! (`tests/merge.rs`, `tests/streamed_reports.rs`, the merge's and the report's unit tests) are
+//! this pass's proof that its three callers agree.
 
 use std::collections::BTreeMap;
 use std::hash::Hasher as _;
