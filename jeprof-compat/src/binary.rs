@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use jeprof_dumpfmt::Profile;
 
-use crate::maps;
+use crate::error::Error;
+use crate::input::MemoryMap;
 use crate::symbolize::{is_shared_library, same_file_name};
-use crate::Error;
 
 /// Whether the file at `path` starts as an executable or shared object does (ELF, Mach-O, PE):
 /// how jeprof's `PROGRAM DUMP...` form is told from `DUMP DUMP...`. A file that cannot be read
@@ -72,13 +72,9 @@ pub fn check_binary_matches(
     if profile.symbols.is_some() {
         return Ok(());
     }
-    let mappings = profile
-        .mapped_libraries
-        .as_deref()
-        .map(maps::parse_maps)
-        .unwrap_or_default();
+    let map = MemoryMap::of(profile);
     let mut programs: Vec<&str> = Vec::new();
-    for m in &mappings {
+    for m in map.mappings() {
         if m.executable
             && m.is_file()
             && !is_shared_library(&m.path)

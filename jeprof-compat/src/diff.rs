@@ -14,10 +14,12 @@ use std::path::Path;
 
 use jeprof_dumpfmt::math::Z_95;
 
+use crate::error::Error;
+use crate::input::ReadPolicy;
 use crate::report::{
     build_file_pair, units, unparse, FunctionName, PairedSums, Report, ReportOptions,
 };
-use crate::{Error, ReadPolicy, SymbolizeOptions};
+use crate::symbolize::SymbolizeOptions;
 
 /// One function's change.
 #[derive(Debug, Clone, PartialEq)]

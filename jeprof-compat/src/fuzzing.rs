@@ -14,8 +14,10 @@ use std::io::BufReader;
 use jeprof_dumpfmt::read::ReadOptions;
 use jeprof_dumpfmt::{Estimate, Profile, Stack, SymbolTable};
 
+use crate::merge::Accumulator;
+use crate::pprof;
 use crate::report::{self, Measure, ReportOptions};
-use crate::{pprof, Accumulator, SymbolizeOptions};
+use crate::symbolize::{resolve, SymbolizeOptions};
 
 /// Runs `bytes` through everything. Panics only on a bug.
 pub fn exercise(bytes: &[u8]) {
@@ -58,7 +60,7 @@ pub fn exercise(bytes: &[u8]) {
     let mut fast = Accumulator::new();
     fast.add_dump(profile.clone(), "fuzz", &SymbolizeOptions::default());
     fast.add_dump(profile.clone(), "fuzz", &SymbolizeOptions::default());
-    let resolved = crate::resolve(profile, "fuzz", &SymbolizeOptions::default());
+    let resolved = resolve(profile, "fuzz", &SymbolizeOptions::default());
     let profiles = [resolved];
     for measure in [
         Measure::InuseSpace,
@@ -196,7 +198,7 @@ pub fn exercise_pprof(bytes: &[u8]) {
     if profile.validate().is_err() {
         return;
     }
-    let resolved = crate::resolve(profile, "fuzz", &SymbolizeOptions::default());
+    let resolved = resolve(profile, "fuzz", &SymbolizeOptions::default());
     let pb = pprof::build(&[resolved], Default::default());
     let mut gz = Vec::new();
     pprof::write_gz(&pb, &mut gz).expect("writing to memory");

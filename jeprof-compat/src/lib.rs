@@ -5,33 +5,55 @@
 //! are decided here.
 //!
 //! ## Modules
-//! - [`report`]: jeprof's `--text` report with the same numbers as the Perl script (same per-entry
-//!   unbiasing, allocator frames removed the same way, recursion counted once per stack, same sort
-//!   and formatting; [`report::build_files`] folds dump files as they are read), folded stacks
-//!   (`--collapsed`, [`report::collapsed_files`]) and flame graphs (inferno), and per-function 95%
-//!   confidence intervals;
-//! - [`merge`]: any number of dumps, from different processes (addresses normalised to module +
-//!   file offset through each dump's memory map), different builds (merged by function name where
-//!   symbols exist) and different sample periods, added up after each is unbiased
-//!   ([`merge::merge_stream`] over any number of dumps, read as they come), and how the result's figures become integers
-//!   ([`merge::OutputRounding`]);
-//! - [`pprof`]: `profile.proto` output;
-//! - [`scopes`]: reports of one scope, and per-scope totals, from dumps that carry scopes;
-//! - [`diff`]: per-function change between two dumps, with its interval
-//!   ([`diff::compare_files`]);
-//! - [`export`]: dumps as rows of unbiased figures (schema v1, Parquet), which any SQL engine
-//!   adds up correctly ([`export::export_files`]); `query` (cargo feature `sql`): SQL over those
-//!   rows in-process, with named views by function, leaf, label and hour and their intervals;
-//! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread` ([`views::base`]) and `--ignore`,
-//!   `--retain`, `--exclude` ([`views::filters`]), `--lines` ([`views::lines`]);
-//! - [`attribution`]: which function a stack's figure is charged to (`--hide`, `--show_from`; by
-//!   default the first that is not Rust's standard library's or the allocator's), [`binary`]:
-//!   `--binary` checked against the dumps, and jeprof's `PROGRAM DUMP...` form;
-//! - [`symbolize`]: names for a dump's addresses (its symbol section, else the binaries its memory
-//!   map names), [`names`]: demangling, jeprof's name shortening and its skip lists, [`maps`]: the
-//!   memory map;
-//! - here: [`ReadPolicy`] (strict or accepting cut dumps), [`read_dump`] and the `load*` helpers
-//!   that read and resolve whole dumps.
+//! Layers, bottom to top: each module uses only modules above it in this list (in parentheses;
+//! [`Error`] is used everywhere), so there is no import cycle.
+//! - [`Error`], the one error type; `hash`, the hasher of every table; [`names`]: demangling,
+//!   jeprof's name shortening and its skip lists; [`maps`]: the memory map (from
+//!   `jeprof-dumpfmt`).
+//! - [`attribution`] (names): which function a stack's figure is charged to (`--hide`,
+//!   `--show_from`; by default the first that is not Rust's standard library's or the
+//!   allocator's).
+//! - [`input`]: how dumps are read: [`ReadPolicy`] (strict or accepting cut dumps),
+//!   [`read_dump`], [`read_dump_stacks`] (one stack at a time), [`parse_all`], and a dump's memory
+//!   map, parsed once.
+//! - [`symbolize`] (hash, names, input): names for a dump's addresses (its symbol section, else the
+//!   binaries its memory map names), through one translation engine that names each distinct
+//!   address of a dump once, which [`resolve`], the merge and the text report all take.
+//! - [`binary`] (input, symbolize): `--binary` checked against the dumps, and jeprof's
+//!   `PROGRAM DUMP...` form.
+//! - [`load`](mod@load) (input, symbolize, binary): whole dumps read and resolved ([`load()`],
+//!   [`load_all`], [`load_bytes`]).
+//! - [`report`] (hash, names, attribution, input, symbolize, binary, load): jeprof's `--text`
+//!   report with the same numbers as the Perl script (same per-entry unbiasing, allocator frames
+//!   removed the same way, recursion counted once per stack, same sort and formatting;
+//!   [`report::build_files`] folds dump files as they are read), folded stacks (`--collapsed`,
+//!   [`report::collapsed_files`]) and flame graphs (inferno), per-function 95% confidence
+//!   intervals, and the rules every report shares: [`report::filters`] (`--ignore`, `--retain`,
+//!   `--exclude`), [`report::lines`] (`--lines`).
+//! - [`views`] (names, symbolize, report): jeprof's `--base`, `--drop_negative`, `--thread`
+//!   ([`views::base`]), `--callgrind`, `--list`, `--dot` and fetched profiles.
+//! - The subcommands' libraries:
+//!   - [`merge`] (hash, names, input, symbolize, binary): any number of dumps, from different
+//!     processes (addresses normalised to module + file offset through each dump's memory map),
+//!     different builds (merged by function name where symbols exist) and different sample
+//!     periods, added up after each is unbiased ([`merge::merge_stream`] over any number of
+//!     dumps, read as they come), and how the result's figures become integers
+//!     ([`merge::OutputRounding`]);
+//!   - [`diff`] (input, symbolize, report): per-function change between two dumps, with its
+//!     interval ([`diff::compare_files`]);
+//!   - [`pprof`] (names, attribution, input, symbolize, load, report): `profile.proto` output;
+//!   - [`export`] (names, attribution, input, symbolize, binary, report): dumps as rows of
+//!     unbiased figures (schema v1, Parquet), which any SQL engine adds up correctly
+//!     ([`export::export_files`]); `query` (export; cargo feature `sql`): SQL over those rows
+//!     in-process, with named views by function, leaf, label and hour and their intervals;
+//!   - [`scopes`] (report): reports of one scope, and per-scope totals, from dumps that carry
+//!     scopes.
+//!
+//! The crate root re-exports what most callers take: [`ReadPolicy`], [`read_dump`],
+//! [`read_dump_stacks`], [`parse_all`] (from [`input`]), [`load()`], [`load_all`], [`load_bytes`]
+//! (from [`load`](mod@load)), [`resolve`], [`ResolvedProfile`], [`SymbolizeOptions`] (from
+//! [`symbolize`]) and [`Accumulator`] (from [`merge`]); [`views::filters`] and [`views::lines`] are
+//! [`report::filters`] and [`report::lines`]. Nothing in the library imports the crate root.
 //!
 //! ## Errors
 //! Every fallible function returns [`Error`], whose text names the file (and the line) at fault,
@@ -80,127 +102,42 @@
 //! - Input never makes the library panic: the fuzz targets (`fuzz/`) and `tests/fuzz_corpus.rs`
 //!   hold it to that.
 //! - Not reproduced: `--addresses`/`--files` granularity, binutils' ` (discriminator N)`
-//!   suffixes at `--lines` and `--list` ([`views::lines`]), `--list` of shared libraries,
+//!   suffixes at `--lines` and `--list` ([`report::lines`]), `--list` of shared libraries,
 //!   jeprof's SVG rewriting for its web viewer, jeprof's `Callback::Run` renaming and its nm `<address>` disambiguation of
 //!   overloaded short names.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod attribution;
-pub mod binary;
-pub mod diff;
 mod error;
+pub(crate) mod hash;
+pub use jeprof_dumpfmt::maps;
+pub mod names;
+
+pub mod attribution;
+pub mod input;
+pub mod symbolize;
+
+pub mod binary;
+pub mod load;
+
+pub mod report;
+pub mod views;
+
+pub mod diff;
 pub mod export;
+pub mod merge;
+pub mod pprof;
+#[cfg(feature = "sql")]
+pub mod query;
+pub mod scopes;
+
 // Public only for the fuzz crate (`fuzz/`, a separate package) and `tests/fuzz_corpus.rs`, which
 // run its bodies; not part of the API.
 #[doc(hidden)]
 pub mod fuzzing;
-pub(crate) mod hash;
-pub use jeprof_dumpfmt::maps;
-pub mod merge;
-pub mod names;
-pub mod pprof;
-#[cfg(feature = "sql")]
-pub mod query;
-pub mod report;
-pub mod scopes;
-pub mod symbolize;
-pub mod views;
-
-use std::path::{Path, PathBuf};
-
-use jeprof_dumpfmt::read::{ReadOptions, Truncation};
-use rayon::prelude::*;
 
 pub use error::Error;
+pub use input::{parse_all, read_dump, read_dump_stacks, ReadPolicy};
+pub use load::{load, load_all, load_bytes};
 pub use merge::Accumulator;
 pub use symbolize::{resolve, ResolvedProfile, SymbolizeOptions};
-
-/// How dump files are read: whether a dump that was cut while being written is accepted, and who
-/// hears what was lost from one.
-#[derive(Clone, Copy)]
-pub struct ReadPolicy<'a> {
-    /// The reader's options ([`ReadOptions::allow_truncated`]).
-    pub options: ReadOptions,
-    /// Told about every dump read although it was cut (only with `allow_truncated`).
-    pub on_truncated: &'a (dyn Fn(&Path, &Truncation) + Sync),
-}
-
-impl Default for ReadPolicy<'static> {
-    /// Strict: a cut dump is an error.
-    fn default() -> ReadPolicy<'static> {
-        ReadPolicy {
-            options: ReadOptions::default(),
-            on_truncated: &|_, _| {},
-        }
-    }
-}
-
-/// Reads one dump file under `policy` ([`jeprof_dumpfmt::read::read_file_with`]: regular files
-/// only, streamed, errors naming the file and line).
-pub fn read_dump(
-    path: &Path,
-    policy: &ReadPolicy<'_>,
-) -> Result<jeprof_dumpfmt::Profile, jeprof_dumpfmt::Error> {
-    let mut stacks = Vec::new();
-    let mut profile = read_dump_stacks(path, policy, |_, stack| stacks.push(stack))?;
-    profile.stacks = stacks;
-    Ok(profile)
-}
-
-/// Reads one dump file under `policy` as [`read_dump`] does, handing each stack to `on_stack`
-/// instead of keeping it ([`jeprof_dumpfmt::read::read_file_stacks_with`]): memory holds what
-/// `on_stack` keeps, never the dump's stacks. The profile returned has no stacks.
-pub fn read_dump_stacks(
-    path: &Path,
-    policy: &ReadPolicy<'_>,
-    on_stack: impl FnMut(&jeprof_dumpfmt::Profile, jeprof_dumpfmt::Stack),
-) -> Result<jeprof_dumpfmt::Profile, jeprof_dumpfmt::Error> {
-    let read = jeprof_dumpfmt::read::read_file_stacks_with(path, &policy.options, on_stack)?;
-    if let Some(truncation) = &read.truncation {
-        (policy.on_truncated)(path, truncation);
-    }
-    Ok(read.profile)
-}
-
-/// Parses and resolves a dump held in memory.
-pub fn load_bytes(
-    bytes: &[u8],
-    source: &str,
-    options: &SymbolizeOptions,
-) -> Result<ResolvedProfile, Error> {
-    let profile = jeprof_dumpfmt::read::parse(bytes)?;
-    Ok(resolve(profile, source, options))
-}
-
-/// Reads, parses and resolves a dump file. Errors name the file (and the line, for broken lines).
-pub fn load(
-    path: &Path,
-    options: &SymbolizeOptions,
-    policy: &ReadPolicy<'_>,
-) -> Result<ResolvedProfile, Error> {
-    let profile = read_dump(path, policy)?;
-    binary::check(&profile, path, options.binary.as_ref())?;
-    Ok(resolve(profile, &path.display().to_string(), options))
-}
-
-/// Reads, parses and resolves several dumps, in parallel, keeping their order.
-pub fn load_all(
-    paths: &[PathBuf],
-    options: &SymbolizeOptions,
-    policy: &ReadPolicy<'_>,
-) -> Result<Vec<ResolvedProfile>, Error> {
-    paths.par_iter().map(|p| load(p, options, policy)).collect()
-}
-
-/// Parses dumps in parallel, each with where it came from (for messages); the first failure in
-/// `paths` order is the error.
-pub fn parse_all(
-    paths: &[PathBuf],
-    policy: &ReadPolicy<'_>,
-) -> Result<Vec<(jeprof_dumpfmt::Profile, String)>, Error> {
-    paths
-        .par_iter()
-        .map(|p| Ok((read_dump(p, policy)?, p.display().to_string())))
-        .collect()
-}

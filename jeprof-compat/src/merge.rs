@@ -24,14 +24,15 @@
 //! any length) and folds each dump in as it is read, then drops it: memory grows with the number of
 //! distinct stacks, names and frames, never with the number of dumps. [`merge_files`] is the same
 //! merge over a list in memory, bit for bit.
-
+//!
 //! # Fast path
 //! [`Accumulator::add_dump`] (what [`merge_stream`] uses) folds a parsed dump in without building
 //! [`Frame`]s: names and frame identities are interned to ids (stacks are hashed as ids, never as
 //! strings), each distinct address of a dump is resolved once, walking the symbol section in its own
-//! order, and each distinct symbol entry is demangled and cleaned once per merge (cached by its raw
-//! names). It applies the same identity rules as [`Frame::identity`] and equals
-//! `add(&resolve(..))` (property-tested); raw dumps take that general path.
+//! order (the translation engine of [`crate::symbolize`], which [`resolve`] takes too), and each
+//! distinct symbol entry is demangled and cleaned once per merge (cached by its raw names). It
+//! applies the same identity rules as [`Frame::identity`] and equals `add(&resolve(..))`
+//! (property-tested), for raw dumps as for dumps with a symbol section.
 //!
 //! # Output
 //! [`Accumulator::to_profile`] is the merged dump; [`OutputRounding`] is how its figures become
@@ -55,20 +56,22 @@ use std::sync::{mpsc, Arc, Mutex};
 use jeprof_dumpfmt::write::HeaderPeriod;
 use jeprof_dumpfmt::{Counts, Profile, Rounding, Stack, SymbolTable, WriteOptions};
 
+use crate::binary;
+use crate::error::Error;
 use crate::hash::FastMap;
-use crate::maps;
-use crate::names::{self, NameStyle};
-use crate::symbolize::{
-    resolve, unsymbolized_identity, Frame, KeyIndex, ResolvedProfile, ResolvedStack,
-    SymbolizeOptions,
+use crate::input::{read_dump, MemoryMap, ReadPolicy};
+use crate::names::NameStyle;
+use crate::symbolize::keys::{
+    entry_names, name_keys, EntryLines, Found, KeyIndex, KeyNames, LAST_USER_ADDRESS,
 };
-use crate::{read_dump, Error, ReadPolicy};
+#[cfg(doc)]
+use crate::symbolize::resolve;
+use crate::symbolize::{
+    unsymbolized_identity, Frame, ResolvedProfile, ResolvedStack, SymbolizeOptions,
+};
 
 /// Synthetic address of the first frame identity in a merged dump; identities are 16 apart.
 const SYNTHETIC_BASE: u64 = 0x1_0000;
-
-/// Frames above this (kernel addresses) are left out of merges.
-const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
 
 /// Stacks added up across dumps, keyed by the identity of their frames.
 ///
@@ -263,15 +266,16 @@ impl Accumulator {
         }
     }
 
-    /// Folds one parsed dump in: the same as `self.add(&resolve(profile, source, options))`, but
-    /// a symbolized dump goes straight from addresses to frame ids (each distinct address looked up
-    /// once per dump, each distinct symbol entry demangled and cleaned once per merge) without
-    /// building [`Frame`]s. Raw dumps (no symbol section) are resolved as [`resolve`] does.
+    /// Folds one parsed dump in: the same as `self.add(&resolve(profile, source, options))`, going
+    /// straight from addresses to frame ids without building [`Frame`]s: each distinct address is
+    /// named once per dump by the pass [`resolve`] takes too ([`crate::symbolize`]), and each
+    /// distinct symbol entry demangled and cleaned once per merge. `source` names the dump in
+    /// messages, and a merge has none to give.
     ///
     /// Its labels ([`Profile::labels`]) are kept where every dump so far agrees, the others
     /// dropped ([`Accumulator::labels`], [`Accumulator::dropped_labels`]); the keys a merged input
     /// names in its `# dropped_labels` annotation ([`DROPPED_LABELS`]) stay dropped.
-    pub fn add_dump(&mut self, profile: Profile, source: &str, options: &SymbolizeOptions) {
+    pub fn add_dump(&mut self, profile: Profile, _source: &str, options: &SymbolizeOptions) {
         let dropped = profile
             .annotations
             .iter()
@@ -281,47 +285,25 @@ impl Accumulator {
             .map(String::from)
             .collect();
         self.note_labels(Some(&profile.labels), dropped);
-        let Some(symbols) = profile.symbols.as_ref() else {
-            self.add(&resolve(profile, source, options));
-            return;
-        };
         if self.raw_style != Some(options.style) {
             self.raw_frames.clear();
             self.raw_style = Some(options.style);
         }
         self.note_period(profile.sample_period);
         self.dumps += 1;
-        // Pass 1: every distinct lookup key gets a dense local index, and every stack's frames
-        // become local indexes, in one flat list. Kernel addresses are left out: jeprof drops them
-        // from every report, and their synthetic replacements would not be dropped.
+        // Every distinct lookup key named once ([`name_keys`]), as a frame id. Kernel addresses are
+        // left out: jeprof drops them from every report, and their synthetic replacements would
+        // not be dropped.
         let mut index = KeyIndex::default();
         index.rebuild(&profile, |k| k <= LAST_USER_ADDRESS);
-        // Pass 2: a frame id per local index, walking the symbol section in its own order, then
-        // the keys it does not name.
-        const UNRESOLVED: u32 = u32::MAX;
-        let mut frame_of = vec![UNRESOLVED; index.keys.len()];
-        let mut missing = index.keys.len();
-        for (local, _, raw) in index.named(&symbols.names) {
-            frame_of[local as usize] = self.symbol_frame(raw, options.style);
-            missing -= 1;
-        }
-        if missing > 0 {
-            // Through the memory map, as `resolve` does.
-            let mappings = profile
-                .mapped_libraries
-                .as_deref()
-                .map(maps::parse_maps)
-                .unwrap_or_default();
-            for (slot, &k) in frame_of.iter_mut().zip(&index.keys) {
-                if *slot == UNRESOLVED {
-                    let module = maps::find(&mappings, k)
-                        .filter(|m| m.is_file())
-                        .map(|m| (m.path.as_str(), m.file_offset(k)));
-                    *slot = self.intern_identity(&[unsymbolized_identity(k, module)]);
-                }
-            }
-        }
-        // Pass 3: the stacks as frame ids, added up.
+        let map = MemoryMap::of(&profile);
+        let mut identities = Identities {
+            accumulator: self,
+            style: options.style,
+            map: &map,
+        };
+        let frame_of = name_keys(&profile, &mut index, options, &map, &mut identities);
+        // The stacks as frame ids, added up.
         for local in &mut index.flat {
             *local = frame_of[*local as usize];
         }
@@ -330,17 +312,13 @@ impl Accumulator {
         }
     }
 
-    /// The frame id of a symbol-section entry: its names demangled and cleaned as
-    /// [`resolve`] does (`clean(demangle(raw))`), through the per-merge cache.
+    /// The frame id of a symbol-section entry: its names as [`resolve`] gives them
+    /// ([`entry_names`]), through the per-merge cache.
     fn symbol_frame(&mut self, raw: &[String], style: NameStyle) -> u32 {
         if let Some(&id) = self.raw_frames.get(raw) {
             return id;
         }
-        let identity: Vec<String> = raw
-            .iter()
-            .map(|s| names::clean(&names::demangle(s), style))
-            .collect();
-        let id = self.intern_identity(&identity);
+        let id = self.intern_identity(&entry_names(raw, style));
         self.raw_frames.insert(raw.into(), id);
         id
     }
@@ -565,6 +543,29 @@ impl Accumulator {
     }
 }
 
+/// [`Accumulator::add_dump`]'s side of the translation engine: a frame id per key, by the rules of
+/// [`Frame::identity`] (names where there are some, else `module+0xoffset`, else the address).
+struct Identities<'a, 'm> {
+    accumulator: &'a mut Accumulator,
+    style: NameStyle,
+    map: &'m MemoryMap<'m>,
+}
+
+impl<'p> KeyNames<'p> for Identities<'_, '_> {
+    fn entry(&mut self, _key: u64, raw: &'p [String], _lines: EntryLines<'p>) -> u32 {
+        self.accumulator.symbol_frame(raw, self.style)
+    }
+
+    fn found(&mut self, _key: u64, found: Found) -> u32 {
+        self.accumulator.intern_identity(&found.names)
+    }
+
+    fn unnamed(&mut self, key: u64, _prefixed: bool) -> u32 {
+        let identity = unsymbolized_identity(key, self.map.module(key));
+        self.accumulator.intern_identity(&[identity])
+    }
+}
+
 fn ranks(order: &[u32]) -> Vec<usize> {
     let mut rank_of = vec![0usize; order.len()];
     for (rank, &id) in order.iter().enumerate() {
@@ -667,7 +668,7 @@ where
                 let read = read_dump(path, policy)
                     .map_err(Error::from)
                     .and_then(|profile| {
-                        crate::binary::check(&profile, path, options.binary.as_ref())?;
+                        binary::check(&profile, path, options.binary.as_ref())?;
                         Ok(profile)
                     });
                 match read {
@@ -999,6 +1000,44 @@ impl OutputRounding {
                 header_period: HeaderPeriod::Sampling,
                 ..WriteOptions::default()
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::symbolize::resolve;
+
+    /// `tests/merge.rs` holds the fast path to `resolve` + `add` on dumps with symbol sections and
+    /// on raw dumps nothing names; here, raw dumps whose program names their addresses (a non-PIE
+    /// and a PIE one), in both name styles.
+    #[test]
+    fn raw_dumps_named_by_their_program_fold_as_resolve_then_add() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/compat");
+        for (dump, program) in [("nonpie.heap", "prog"), ("pie.heap", "prog_pie")] {
+            let profile = jeprof_dumpfmt::read::read_file(fixtures.join(dump)).unwrap();
+            for style in [NameStyle::Clean, NameStyle::Jeprof] {
+                let options = SymbolizeOptions {
+                    binary: Some(fixtures.join(program)),
+                    style,
+                };
+                let mut fast = Accumulator::new();
+                fast.add_dump(profile.clone(), dump, &options);
+                let mut slow = Accumulator::new();
+                slow.add(&resolve(profile.clone(), dump, &options));
+                let merged = fast.canonical();
+                assert_eq!(merged, slow.canonical(), "{dump}");
+                let named = |name: &str| {
+                    merged
+                        .keys()
+                        .flatten()
+                        .any(|frame| frame.iter().any(|n| n == name))
+                };
+                assert!(named("main") && named("leaf_alloc"), "{dump}: {merged:?}");
+            }
         }
     }
 }

@@ -31,6 +31,8 @@ pub use jeprof_dumpfmt::pprof::{read_gz, write_gz, PbProfile};
 use jeprof_dumpfmt::pprof::{Builder, FunctionInfo, Header, LineInfo, MappingInfo};
 
 use crate::attribution::Attribution;
+use crate::input::ReadPolicy;
+use crate::load::load_all;
 use crate::names::SkipRules;
 use crate::report::{allocator_names_inlined, interesting_frames};
 use crate::symbolize::{same_file_name, Frame, ResolvedProfile};
@@ -54,11 +56,11 @@ pub struct PprofOptions {
 /// their pprof message added together ([`build_with`]). Errors name the file and line.
 pub fn build_files(
     paths: &[PathBuf],
-    symbolize: &crate::SymbolizeOptions,
+    symbolize: &crate::symbolize::SymbolizeOptions,
     options: &PprofOptions,
-    policy: &crate::ReadPolicy<'_>,
-) -> Result<PbProfile, crate::Error> {
-    let profiles = crate::load_all(paths, symbolize, policy)?;
+    policy: &ReadPolicy<'_>,
+) -> Result<PbProfile, crate::error::Error> {
+    let profiles = load_all(paths, symbolize, policy)?;
     Ok(build_with(&profiles, options))
 }
 

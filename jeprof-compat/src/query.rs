@@ -46,8 +46,8 @@ use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::parquet::arrow::ProjectionMask;
 use datafusion::prelude::SessionContext;
 
+use crate::error::Error;
 use crate::export::parquet::FIGURE_COLUMNS;
-use crate::Error;
 
 /// The version of the rows' schema this module reads (the `schema_version` column): the one
 /// [`crate::export`] writes.

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use jeprof_dumpfmt::math::confidence_interval_95;
 use jeprof_dumpfmt::{Estimate, Profile};
 
 use crate::report::{perl_int, Measure};
@@ -84,13 +85,9 @@ pub fn format_by_scope(totals: &BTreeMap<String, Estimate>, measure: Measure) ->
         unit, "%", "95% interval"
     );
     for (label, x, v) in rows {
-        let half = 1.96 * v.max(0.0).sqrt();
+        let (low, high) = confidence_interval_95(x, v);
         let share = if total > 0.0 { 100.0 * x / total } else { 0.0 };
-        let interval = format!(
-            "[{}, {}]",
-            perl_int((x - half).max(0.0)),
-            perl_int(x + half)
-        );
+        let interval = format!("[{}, {}]", perl_int(low), perl_int(high));
         let _ = writeln!(
             out,
             "{:>14} {share:>5.1}%  {interval:>29}  {label}",

@@ -32,7 +32,10 @@ use std::sync::{mpsc, Condvar, Mutex};
 
 pub use rows::{DumpIdentity, DumpRows, RowOptions, StackRow};
 
-use crate::{binary, resolve, Error, ReadPolicy, SymbolizeOptions};
+use crate::binary;
+use crate::error::Error;
+use crate::input::{read_dump, ReadPolicy};
+use crate::symbolize::{resolve, SymbolizeOptions};
 
 /// Choices for [`export_files`].
 #[derive(Debug, Clone, Default)]
@@ -79,7 +82,7 @@ pub fn dump_rows(
     options: &ExportOptions,
     policy: &ReadPolicy<'_>,
 ) -> Result<DumpRows, Error> {
-    let mut profile = crate::read_dump(path, policy)?;
+    let mut profile = read_dump(path, policy)?;
     binary::check(&profile, path, options.symbolize.binary.as_ref())?;
     let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let identity = rows::identity(&profile, path, mtime, &options.labels);

@@ -5,9 +5,11 @@
 use std::path::Path;
 use std::time::SystemTime;
 
+use jeprof_dumpfmt::maps::Mapping;
 use jeprof_dumpfmt::{labels, Counts, Profile};
 
 use crate::attribution::Attribution;
+use crate::input::MemoryMap;
 use crate::names::SkipRules;
 use crate::report::{allocator_names_inlined, interesting_frames};
 use crate::symbolize::{is_shared_library, unsymbolized_identity, ResolvedProfile};
@@ -96,7 +98,7 @@ pub fn identity(
                 .and_then(|s| s.binary.clone())
                 .filter(|b| !b.is_empty())
         })
-        .or_else(|| main_executable(profile.mapped_libraries.as_deref()?));
+        .or_else(|| main_executable(MemoryMap::of(profile).mappings()));
     DumpIdentity {
         dump: path.display().to_string(),
         pid,
@@ -141,12 +143,11 @@ pub fn pid_from_name(path: &Path) -> Option<i64> {
     pid.parse().ok()
 }
 
-/// The file name of the one executable file that `maps` maps and that is not a shared library,
-/// when there is exactly one (a process's program).
-fn main_executable(maps: &str) -> Option<String> {
-    let mappings = crate::maps::parse_maps(maps);
+/// The file name of the one executable file of `mappings` that is not a shared library, when
+/// there is exactly one (a process's program).
+fn main_executable(mappings: &[Mapping]) -> Option<String> {
     let mut found: Option<&str> = None;
-    for m in &mappings {
+    for m in mappings {
         if m.executable && m.is_file() && !is_shared_library(&m.path) {
             match found {
                 Some(p) if p != m.path => return None,
@@ -243,6 +244,7 @@ pub fn rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jeprof_dumpfmt::maps::parse_maps;
 
     #[test]
     fn the_pid_comes_from_jemallocs_dump_names_only() {
@@ -267,10 +269,13 @@ mod tests {
         let maps = "55d0c0a00000-55d0c1a00000 r-xp 00001000 08:01 12 /usr/bin/kv-store\n\
                     7f0000000000-7f0000100000 r-xp 00000000 08:01 99 /usr/lib/libc.so.6\n\
                     7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0 [vdso]\n";
-        assert_eq!(main_executable(maps).as_deref(), Some("kv-store"));
+        assert_eq!(
+            main_executable(&parse_maps(maps)).as_deref(),
+            Some("kv-store")
+        );
         let two =
             format!("{maps}56d0c0a00000-56d0c1a00000 r-xp 00001000 08:01 13 /usr/bin/other\n");
-        assert_eq!(main_executable(&two), None);
-        assert_eq!(main_executable(""), None);
+        assert_eq!(main_executable(&parse_maps(&two)), None);
+        assert_eq!(main_executable(&[]), None);
     }
 }

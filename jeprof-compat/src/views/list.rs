@@ -25,9 +25,9 @@ use std::path::Path;
 
 use regex::Regex;
 
+use crate::error::Error;
 use crate::report::{shown_frames, units, unparse, Measure, ReportOptions};
 use crate::symbolize::ResolvedProfile;
-use crate::Error;
 
 /// Flat and cumulative figures per address of the program (its own virtual addresses).
 #[derive(Default)]

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use jeprof_dumpfmt::{Profile, SymbolTable};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The pages jeprof knows, which end a profile URL's base.
 const PAGES: [&str; 8] = [

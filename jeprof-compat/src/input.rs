@@ -1,0 +1,109 @@
+//! How dump files are read: the read policy (strict, or accepting dumps cut while being written),
+//! whole or one stack at a time, and a dump's memory map parsed once, when first needed.
+//!
+//! Everything that reads a dump file reads it here; [`crate::load`](mod@crate::load) adds names
+//! to what is read.
+
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+
+use jeprof_dumpfmt::maps::{self, Mapping};
+use jeprof_dumpfmt::read::{ReadOptions, Truncation};
+use jeprof_dumpfmt::Profile;
+use rayon::prelude::*;
+
+use crate::error::Error;
+
+/// How dump files are read: whether a dump that was cut while being written is accepted, and who
+/// hears what was lost from one.
+#[derive(Clone, Copy)]
+pub struct ReadPolicy<'a> {
+    /// The reader's options ([`ReadOptions::allow_truncated`]).
+    pub options: ReadOptions,
+    /// Told about every dump read although it was cut (only with `allow_truncated`).
+    pub on_truncated: &'a (dyn Fn(&Path, &Truncation) + Sync),
+}
+
+impl Default for ReadPolicy<'static> {
+    /// Strict: a cut dump is an error.
+    fn default() -> ReadPolicy<'static> {
+        ReadPolicy {
+            options: ReadOptions::default(),
+            on_truncated: &|_, _| {},
+        }
+    }
+}
+
+/// Reads one dump file under `policy` ([`jeprof_dumpfmt::read::read_file_with`]: regular files
+/// only, streamed, errors naming the file and line).
+pub fn read_dump(path: &Path, policy: &ReadPolicy<'_>) -> Result<Profile, jeprof_dumpfmt::Error> {
+    let mut stacks = Vec::new();
+    let mut profile = read_dump_stacks(path, policy, |_, stack| stacks.push(stack))?;
+    profile.stacks = stacks;
+    Ok(profile)
+}
+
+/// Reads one dump file under `policy` as [`read_dump`] does, handing each stack to `on_stack`
+/// instead of keeping it ([`jeprof_dumpfmt::read::read_file_stacks_with`]): memory holds what
+/// `on_stack` keeps, never the dump's stacks. The profile returned has no stacks.
+pub fn read_dump_stacks(
+    path: &Path,
+    policy: &ReadPolicy<'_>,
+    on_stack: impl FnMut(&Profile, jeprof_dumpfmt::Stack),
+) -> Result<Profile, jeprof_dumpfmt::Error> {
+    let read = jeprof_dumpfmt::read::read_file_stacks_with(path, &policy.options, on_stack)?;
+    if let Some(truncation) = &read.truncation {
+        (policy.on_truncated)(path, truncation);
+    }
+    Ok(read.profile)
+}
+
+/// Parses dumps in parallel, each with where it came from (for messages); the first failure in
+/// `paths` order is the error.
+pub fn parse_all(
+    paths: &[PathBuf],
+    policy: &ReadPolicy<'_>,
+) -> Result<Vec<(Profile, String)>, Error> {
+    paths
+        .par_iter()
+        .map(|p| Ok((read_dump(p, policy)?, p.display().to_string())))
+        .collect()
+}
+
+/// A dump's memory map ([`Profile::mapped_libraries`]), parsed when first asked for: a dump whose
+/// symbol section names every frame never needs it, and a merge of thousands of such dumps should
+/// not parse their maps.
+pub(crate) struct MemoryMap<'p> {
+    text: Option<&'p str>,
+    parsed: OnceCell<Vec<Mapping>>,
+}
+
+impl<'p> MemoryMap<'p> {
+    /// The memory map of `profile`, not parsed yet.
+    pub(crate) fn of(profile: &'p Profile) -> MemoryMap<'p> {
+        MemoryMap {
+            text: profile.mapped_libraries.as_deref(),
+            parsed: OnceCell::new(),
+        }
+    }
+
+    /// The mappings (none when the dump has no map).
+    pub(crate) fn mappings(&self) -> &[Mapping] {
+        self.parsed
+            .get_or_init(|| self.text.map(maps::parse_maps).unwrap_or_default())
+    }
+
+    /// The mappings, owned.
+    pub(crate) fn into_mappings(self) -> Vec<Mapping> {
+        self.mappings();
+        self.parsed.into_inner().unwrap_or_default()
+    }
+
+    /// The mapped file holding `address` and the file offset of `address` in it, when a mapping
+    /// of a file covers it: where an address of one build is in every process, whatever ASLR did.
+    pub(crate) fn module(&self, address: u64) -> Option<(&str, u64)> {
+        maps::find(self.mappings(), address)
+            .filter(|m| m.is_file())
+            .map(|m| (m.path.as_str(), m.file_offset(address)))
+    }
+}
