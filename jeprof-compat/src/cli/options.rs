@@ -28,7 +28,7 @@ pub(crate) fn regex(option: &str, pattern: &str) -> anyhow::Result<Regex> {
     Regex::new(pattern).with_context(|| format!("{option} {pattern:?} is not a valid regex"))
 }
 
-/// [`regex`] of an option that may be absent.
+/// [`regex()`] of an option that may be absent.
 fn optional_regex(option: &str, pattern: Option<&str>) -> anyhow::Result<Option<Regex>> {
     pattern.map(|p| regex(option, p)).transpose()
 }
