@@ -360,3 +360,42 @@ pub(crate) struct QueryArgs {
     #[arg(long)]
     pub(crate) raw: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// clap wraps the help at the terminal's width: at 80 columns every example line of
+    /// [`crate::cli::help`] prints whole, and no line of any help is wider (clap's usage line
+    /// aside, which it never wraps).
+    #[test]
+    fn help_at_80_columns_prints_every_example_line_whole() {
+        let mut top = Cli::command();
+        top.build();
+        let commands = std::iter::once(top.clone()).chain(top.get_subcommands().cloned());
+        for command in commands {
+            let name = command.get_name().to_string();
+            let after = command
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let help = command.term_width(80).render_long_help().to_string();
+            let lines: Vec<&str> = help.lines().collect();
+            for line in lines.iter().filter(|l| !l.starts_with("Usage:")) {
+                assert!(
+                    line.chars().count() <= 80,
+                    "{name}: {line:?} is wider than 80 columns"
+                );
+            }
+            let examples = after.split("\n\n").next().unwrap_or("");
+            for example in examples.lines().skip(1) {
+                assert!(
+                    lines.contains(&example),
+                    "{name}: {example:?} is not printed whole:\n{help}"
+                );
+            }
+        }
+    }
+}

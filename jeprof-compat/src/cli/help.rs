@@ -1,17 +1,30 @@
 //! The text printed after each command's options: examples, then what the figures mean.
+//!
+//! clap wraps this text at the terminal's width, and a wrapped example is a different command (the
+//! continuation starts a line of its own): every example line is at most 80 columns, so that an
+//! 80-column terminal prints each one whole. A comment goes on its own line above its command; a
+//! long command continues on an indented line (after `\`, `&&` or inside a quoted string), as it
+//! would be typed. Paragraphs are single lines, for clap to fill to any width.
 
 /// `jeprof-compat --help`.
 pub(crate) const TOP: &str = "\
 Examples:
-  jeprof-compat report --text --show_bytes app.1234.0.f.heap      # like `jeprof --text --show_bytes`
-  jeprof-compat report --binary ./app app.heap                    # raw dump: symbolize through its maps
-  jeprof-compat report -text ./app app.heap                       # jeprof's own way of saying the same
-  jeprof-compat report --interval --focus 'cache::' a.heap b.heap # several dumps add up; 95% intervals
+  # like `jeprof --text --show_bytes`
+  jeprof-compat report --text --show_bytes app.1234.0.f.heap
+  # raw dump: symbolize through its maps
+  jeprof-compat report --binary ./app app.heap
+  # jeprof's own way of saying the same
+  jeprof-compat report -text ./app app.heap
+  # several dumps add up; 95% intervals
+  jeprof-compat report --interval --focus 'cache::' a.heap b.heap
   jeprof-compat report --flamegraph heap.svg app.heap
-  jeprof-compat merge -o fleet.heap replica-*.heap                # unbias, then sum; jeprof reads fleet.heap
+  # unbias, then sum; jeprof reads fleet.heap
+  jeprof-compat merge -o fleet.heap replica-*.heap
   jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top app.pb.gz
-  jeprof-compat diff before.heap after.heap                       # what grew, and is it more than noise?
-  jeprof-compat export -o fleet.parquet /dumps/*.heap             # rows for DuckDB, Spark, ClickHouse...
+  # what grew, and is it more than noise?
+  jeprof-compat diff before.heap after.heap
+  # rows for DuckDB, Spark, ClickHouse...
+  jeprof-compat export -o fleet.parquet /dumps/*.heap
 
 Exit status: 0 on success (also when the reader of stdout goes away), 2 on bad input or usage.";
 
@@ -43,7 +56,7 @@ options take one dash or two (-text, --text), as in jeprof.";
 pub(crate) const MERGE: &str = "\
 Examples:
   jeprof-compat merge -o fleet.heap /dumps/*.heap && jeprof --text fleet.heap
-  jeprof-compat merge -o fleet.heap --inputs-dir /dumps/        # a directory's dumps
+  jeprof-compat merge -o fleet.heap --inputs-dir /dumps/ # a directory's dumps
   find /dumps -name '*.heap' | jeprof-compat merge -o fleet.heap --inputs-from -
   jeprof-compat merge --format pprof -o fleet.pb.gz --jobs 2 /dumps/*.heap
 
@@ -65,7 +78,8 @@ heap_v2's integer rounding at each level).";
 /// `jeprof-compat pprof --help`.
 pub(crate) const PPROF: &str = "\
 Example:
-  jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top -sample_index=inuse_space app.pb.gz
+  jeprof-compat pprof -o app.pb.gz app.heap &&
+      go tool pprof -top -sample_index=inuse_space app.pb.gz
 
 Sample types: inuse_objects/count, inuse_space/bytes, alloc_objects/count, alloc_space/bytes; values are \
 the unbiased estimates rounded to integers; period = the sample period.";
@@ -74,9 +88,9 @@ the unbiased estimates rounded to integers; period = the sample period.";
 pub(crate) const DIFF: &str = "\
 Example:
   jeprof-compat diff --show_bytes before.heap after.heap
-      Total: base 52428800 B, new 73400320 B, change +20971520 ± 3123456 B (significant)
+      Total: base 524288 B, new 734003 B, change +209715 ± 31234 B (significant)
          change      ±95%      base       new sig function
-      +20971520   3100000  10485760  31457280   * my_crate::cache::insert
+        +209715     31000    104857    314572   * my_crate::cache::insert
 
 A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent, \
 which overstates the noise for two dumps of one process: flagged changes are real.";
@@ -85,9 +99,12 @@ which overstates the noise for two dumps of one process: flagged changes are rea
 pub(crate) const EXPORT: &str = "\
 Examples:
   jeprof-compat export -o fleet.parquet /dumps/*.heap
-  jeprof-compat export --label region=eu-west-1 --label env=prod -o day.parquet *.heap
-  duckdb -c \"SELECT user_frame, SUM(inuse_bytes) AS bytes, 1.96 * SQRT(SUM(inuse_bytes_var)) AS ci95
-              FROM 'fleet.parquet' GROUP BY user_frame ORDER BY bytes DESC LIMIT 20\"
+  jeprof-compat export --label region=eu-west-1 --label env=prod \\
+      -o day.parquet *.heap
+  duckdb -c \"SELECT user_frame, SUM(inuse_bytes) AS bytes,
+                    1.96 * SQRT(SUM(inuse_bytes_var)) AS ci95
+             FROM 'fleet.parquet' GROUP BY user_frame
+             ORDER BY bytes DESC LIMIT 20\"
 
 One row per (dump, stack): figures are already unbiased with the dump's own period, so a plain SUM \
 over any dumps is right, and SUM of a *_var column is the variance of that sum. Columns (schema v1, \
@@ -97,14 +114,16 @@ user_frame (where reports charge flat), inuse_objects, inuse_bytes, alloc_object
 their *_var. On any error no output file is written.";
 
 /// `jeprof-compat query --help` (a build with the `sql` feature; without it, `query` takes no
-/// options and says what to do instead).
-#[cfg(feature = "sql")]
+/// options and says what to do instead). The tests check its layout in every build.
+#[cfg_attr(not(feature = "sql"), allow(dead_code))]
 pub(crate) const QUERY: &str = "\
 Examples:
-  jeprof-compat query 'SELECT * FROM by_function ORDER BY inuse_bytes DESC LIMIT 10' fleet/
-  jeprof-compat query --csv 'SELECT * FROM by_label' 'fleet/*.parquet' > by_label.csv
-  jeprof-compat query \"SELECT build_id, SUM(inuse_bytes) AS inuse_bytes FROM rows \\
-      WHERE labels['service'] = 'api' GROUP BY build_id\" fleet/
+  jeprof-compat query \\
+      'SELECT * FROM by_function ORDER BY inuse_bytes DESC LIMIT 10' fleet/
+  jeprof-compat query --csv 'SELECT * FROM by_label' 'fleet/*.parquet' \\
+      > by_label.csv
+  jeprof-compat query \"SELECT build_id, SUM(inuse_bytes) AS inuse_bytes \\
+      FROM rows WHERE labels['service'] = 'api' GROUP BY build_id\" fleet/
 
 The rows are table `rows`, one row per (dump, stack), already unbiased: a plain SUM over any grouping \
 is right, and SUM of a column's `_var` is its variance. Views (each with inuse_bytes, inuse_objects, \
@@ -113,3 +132,37 @@ and `dumps`): by_function (flat, by each row's user_frame), by_leaf, by_label (l
 over_time (hour, UTC). The same SQL runs in DuckDB over the same files (see the README).
 
 Bytes print in MB as jeprof's reports do (--raw for whole bytes); --csv prints every value in full.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each text with the command it follows.
+    const TEXTS: [(&str, &str); 7] = [
+        ("jeprof-compat", TOP),
+        ("report", REPORT),
+        ("merge", MERGE),
+        ("pprof", PPROF),
+        ("diff", DIFF),
+        ("export", EXPORT),
+        ("query", QUERY),
+    ];
+
+    #[test]
+    fn every_example_line_fits_80_columns() {
+        for (command, text) in TEXTS {
+            let examples = text.split("\n\n").next().unwrap_or("");
+            assert!(examples.starts_with("Example"), "{command}: {examples:?}");
+            for line in examples.lines().skip(1) {
+                assert!(
+                    line.starts_with("  "),
+                    "{command}: {line:?} is not indented"
+                );
+                assert!(
+                    line.chars().count() <= 80,
+                    "{command}: {line:?} is wider than 80 columns"
+                );
+            }
+        }
+    }
+}
