@@ -1,0 +1,33 @@
+//! `query`: SQL over fleet rows, printed as a table or CSV; in a build without the `sql` feature,
+//! an error saying how to get it.
+
+#[cfg(feature = "sql")]
+use crate::cli::defs::QueryArgs;
+#[cfg(not(feature = "sql"))]
+use crate::cli::defs::QueryUnavailable;
+#[cfg(feature = "sql")]
+use crate::cli::output::{emit, emit_with};
+
+#[cfg(feature = "sql")]
+pub(crate) fn run(args: QueryArgs) -> anyhow::Result<()> {
+    use jeprof_compat::query;
+    let files = query::parquet_files(&args.files)?;
+    let batches = query::run(&args.sql, &files)?;
+    if args.csv {
+        emit_with(|out| query::write_csv(&batches, out))
+    } else {
+        emit(&query::format_table(&batches, args.raw))
+    }
+}
+
+#[cfg(not(feature = "sql"))]
+pub(crate) fn run(_: QueryUnavailable) -> anyhow::Result<()> {
+    Err(jeprof_compat::Error::Query {
+        file: None,
+        reason: "query: this jeprof-compat was built without its SQL engine; build it with \
+                 `cargo install --path jeprof-compat --features sql`, or run the same SQL in \
+                 DuckDB over the exported files (README, \"Fleet data in SQL\")"
+            .into(),
+    }
+    .into())
+}

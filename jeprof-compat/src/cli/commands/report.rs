@@ -1,0 +1,119 @@
+//! `report`: the text report, folded stacks or a flame graph of the dumps added up, read one stack
+//! at a time; per-scope reports; and, through [`crate::cli::views`], jeprof's views of whole dumps.
+
+use jeprof_compat::report::{self, ReportOptions};
+use jeprof_compat::{scopes, ReadPolicy, SymbolizeOptions};
+
+use crate::cli::defs::ReportArgs;
+use crate::cli::options::report_options;
+use crate::cli::output::{emit, emit_with, warn, write_output, PERL_OVERFLOW};
+use crate::cli::views;
+
+/// Takes jeprof's form `report PROGRAM DUMP...` as well.
+pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
+    args.common.take_program(&mut args.dumps)?;
+    let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
+    options.sort_by_cum = args.cum;
+    options.filters = args.views.filters()?;
+    options.lines = args.views.lines;
+    args.views.check();
+    let symbolize = args.common.symbolize();
+    let policy = args.common.read_policy();
+    if args.by_scope || args.scope.is_some() {
+        return report_scopes(&args, &options, &symbolize, &policy);
+    }
+    if args.views.needs_whole_dumps(&args.dumps) {
+        return views::report_whole(&args, &options);
+    }
+    if let Some(svg) = &args.output.flamegraph {
+        let lines = report::collapsed_files(&args.dumps, &symbolize, &options, &policy)?;
+        let title = report::flamegraph_title(&options, &args.dumps);
+        write_output(svg, |out| {
+            report::flamegraph(&lines, &options, &title, out)?;
+            Ok(())
+        })
+    } else if args.output.collapsed {
+        let lines = report::collapsed_files(&args.dumps, &symbolize, &options, &policy)?;
+        emit(&report::format_collapsed(&lines))
+    } else {
+        let table = report::build_files(&args.dumps, &symbolize, &options, &policy)?;
+        if table.prints_perl_overflow(&options) {
+            warn(PERL_OVERFLOW);
+        }
+        emit_with(|out| {
+            if options.interval {
+                out.write_all(report::interval_legend().as_bytes())?;
+            }
+            table.write_text(&options, out)
+        })
+    }
+}
+
+/// `report --by-scope` and `report --scope LABEL`: per-scope totals, or the report of one scope's
+/// in-use figures (the dumps read whole: scopes are not streamed).
+fn report_scopes(
+    args: &ReportArgs,
+    options: &ReportOptions,
+    symbolize: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
+) -> anyhow::Result<()> {
+    let dumps = jeprof_compat::parse_all(&args.dumps, policy)?;
+    if !dumps.iter().any(|(p, _)| !p.scopes.is_empty()) {
+        anyhow::bail!(
+            "no per-scope figures in {}: only dumps of jeprof-shim written while the program \
+             entered scopes carry them (`# scope` lines)",
+            if args.dumps.len() == 1 {
+                "this dump"
+            } else {
+                "these dumps"
+            }
+        );
+    }
+    if options.measure.name().starts_with("alloc") {
+        anyhow::bail!(
+            "--{}: dumps hold per-scope figures for in-use memory only; use --inuse_space or \
+             --inuse_objects",
+            options.measure.name()
+        );
+    }
+    let Some(label) = &args.scope else {
+        let table = scopes::format_by_scope(&scopes::by_scope(&dumps), options.measure)
+            .ok_or_else(|| anyhow::anyhow!("an in-use measure is needed"))?;
+        return emit(&table);
+    };
+    let dumps = scopes::scope_dumps(dumps, label).map_err(|known| {
+        anyhow::anyhow!(
+            "no figures for scope `{label}` in the dumps; scopes they carry: {}",
+            known.join(", ")
+        )
+    })?;
+    if args.output.flamegraph.is_some() || args.output.collapsed {
+        let resolved: Vec<_> = dumps
+            .into_iter()
+            .map(|(p, source)| jeprof_compat::resolve(p, &source, symbolize))
+            .collect();
+        let lines = report::collapsed(&resolved, options);
+        if let Some(svg) = &args.output.flamegraph {
+            let title = format!(
+                "{} in scope {label}: {}",
+                options.measure.name(),
+                report::flamegraph_title(options, &args.dumps)
+            );
+            return write_output(svg, |out| {
+                report::flamegraph(&lines, options, &title, out)?;
+                Ok(())
+            });
+        }
+        return emit(&report::format_collapsed(&lines));
+    }
+    let table = report::build_dumps(&dumps, symbolize, options);
+    if report::prints_perl_overflow(&table, options) {
+        warn(PERL_OVERFLOW);
+    }
+    emit_with(|out| {
+        if options.interval {
+            out.write_all(report::interval_legend().as_bytes())?;
+        }
+        out.write_all(report::format_text(&table, options).as_bytes())
+    })
+}

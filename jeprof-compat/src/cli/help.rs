@@ -1,0 +1,168 @@
+//! The text printed after each command's options: examples, then what the figures mean.
+//!
+//! clap wraps this text at the terminal's width, and a wrapped example is a different command (the
+//! continuation starts a line of its own): every example line is at most 80 columns, so that an
+//! 80-column terminal prints each one whole. A comment goes on its own line above its command; a
+//! long command continues on an indented line (after `\`, `&&` or inside a quoted string), as it
+//! would be typed. Paragraphs are single lines, for clap to fill to any width.
+
+/// `jeprof-compat --help`.
+pub(crate) const TOP: &str = "\
+Examples:
+  # like `jeprof --text --show_bytes`
+  jeprof-compat report --text --show_bytes app.1234.0.f.heap
+  # raw dump: symbolize through its maps
+  jeprof-compat report --binary ./app app.heap
+  # jeprof's own way of saying the same
+  jeprof-compat report -text ./app app.heap
+  # several dumps add up; 95% intervals
+  jeprof-compat report --interval --focus 'cache::' a.heap b.heap
+  jeprof-compat report --flamegraph heap.svg app.heap
+  # unbias, then sum; jeprof reads fleet.heap
+  jeprof-compat merge -o fleet.heap replica-*.heap
+  jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top app.pb.gz
+  # what grew, and is it more than noise?
+  jeprof-compat diff before.heap after.heap
+  # rows for DuckDB, Spark, ClickHouse...
+  jeprof-compat export -o fleet.parquet /dumps/*.heap
+
+Exit status: 0 on success (also when the reader of stdout goes away), 2 on bad input or usage.";
+
+/// `jeprof-compat report --help`.
+pub(crate) const REPORT: &str = "\
+Examples:
+  jeprof-compat report --show_bytes dump.heap
+      Total: 2161886 B
+       2161886 100.0% 100.0%  2161886 100.0% leaf_alloc
+             0   0.0% 100.0%  2161886 100.0% main
+  jeprof-compat report --inuse_objects --interval dump.heap
+  jeprof-compat report --collapsed dump.heap | sort
+  jeprof-compat report --flamegraph out.svg --focus '^my_crate::' dump.heap
+
+Columns (as jeprof): flat, flat%, running sum%, cum, cum%, function. flat: allocated in the function \
+itself; cum: in it or in anything it called; a function is counted once per stack. With --interval two \
+columns give the 95% confidence interval of flat and cum (the variances of the stacks involved added up; \
+a function in several stacks gets the sum of their variances, since stacks are independent samples).
+
+Flat goes to the program's own code: walking a stack from the leaf, functions of Rust's standard \
+library and of the allocator are passed over (they keep their cum) and flat goes to the first \
+function that is not theirs. --hide REGEX sets the list, --hide '' or --jeprof_names charge flat \
+as jeprof does; --cum sorts by cum.
+
+jeprof's form `report PROGRAM DUMP...` (a program first) is `report --binary PROGRAM DUMP...`; \
+options take one dash or two (-text, --text), as in jeprof.";
+
+/// `jeprof-compat merge --help`.
+pub(crate) const MERGE: &str = "\
+Examples:
+  jeprof-compat merge -o fleet.heap /dumps/*.heap && jeprof --text fleet.heap
+  jeprof-compat merge -o fleet.heap --inputs-dir /dumps/ # a directory's dumps
+  find /dumps -name '*.heap' | jeprof-compat merge -o fleet.heap --inputs-from -
+  jeprof-compat merge --format pprof -o fleet.pb.gz --jobs 2 /dumps/*.heap
+
+Each dump is unbiased with its own period, then figures are added. Frames merge by function name where \
+the dump carries symbols, else by module + file offset through the dump's memory map (so ASLR does not \
+matter), else by address. The output is a symbolized heap_v2 dump (synthetic addresses, a symbol \
+section) whose period is the smallest of the inputs; `jeprof --text OUT` reports it without a binary. \
+Labels every input agrees on are kept; the others are named in a `# dropped_labels:` line.
+
+Any number of dumps: each is read, added and dropped, and lists are read as the merge goes, so memory \
+follows the distinct stacks, not the number of dumps. A bad dump stops the merge (exit 2, its file \
+and line, nothing written).
+
+Merging at scale: merge per host or rack, ship the partial merges, merge the partials. Unbiased \
+figures of separate dumps add, and so do their variances; a merged dump keeps both, its period and \
+its frame names, so the merge of partials equals the merge of all the dumps (figures within \
+heap_v2's integer rounding at each level).";
+
+/// `jeprof-compat pprof --help`.
+pub(crate) const PPROF: &str = "\
+Example:
+  jeprof-compat pprof -o app.pb.gz app.heap &&
+      go tool pprof -top -sample_index=inuse_space app.pb.gz
+
+Sample types: inuse_objects/count, inuse_space/bytes, alloc_objects/count, alloc_space/bytes; values are \
+the unbiased estimates rounded to integers; period = the sample period.";
+
+/// `jeprof-compat diff --help`.
+pub(crate) const DIFF: &str = "\
+Example:
+  jeprof-compat diff --show_bytes before.heap after.heap
+      Total: base 524288 B, new 734003 B, change +209715 ± 31234 B (significant)
+         change      ±95%      base       new sig function
+        +209715     31000    104857    314572   * my_crate::cache::insert
+
+A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent, \
+which overstates the noise for two dumps of one process: flagged changes are real.";
+
+/// `jeprof-compat export --help`.
+pub(crate) const EXPORT: &str = "\
+Examples:
+  jeprof-compat export -o fleet.parquet /dumps/*.heap
+  jeprof-compat export --label region=eu-west-1 --label env=prod \\
+      -o day.parquet *.heap
+  duckdb -c \"SELECT user_frame, SUM(inuse_bytes) AS bytes,
+                    1.96 * SQRT(SUM(inuse_bytes_var)) AS ci95
+             FROM 'fleet.parquet' GROUP BY user_frame
+             ORDER BY bytes DESC LIMIT 20\"
+
+One row per (dump, stack): figures are already unbiased with the dump's own period, so a plain SUM \
+over any dumps is right, and SUM of a *_var column is the variance of that sum. Columns (schema v1, \
+docs/design.md §13): schema_version, dump, pid, time, build_id, binary, labels (map), sample_period, \
+thread, frames (leaf first, allocator frames removed), locations (module+0xoffset), addresses, leaf, \
+user_frame (where reports charge flat), inuse_objects, inuse_bytes, alloc_objects, alloc_bytes and \
+their *_var. On any error no output file is written.";
+
+/// `jeprof-compat query --help` (a build with the `sql` feature; without it, `query` takes no
+/// options and says what to do instead). The tests check its layout in every build.
+#[cfg_attr(not(feature = "sql"), allow(dead_code))]
+pub(crate) const QUERY: &str = "\
+Examples:
+  jeprof-compat query \\
+      'SELECT * FROM by_function ORDER BY inuse_bytes DESC LIMIT 10' fleet/
+  jeprof-compat query --csv 'SELECT * FROM by_label' 'fleet/*.parquet' \\
+      > by_label.csv
+  jeprof-compat query \"SELECT build_id, SUM(inuse_bytes) AS inuse_bytes \\
+      FROM rows WHERE labels['service'] = 'api' GROUP BY build_id\" fleet/
+
+The rows are table `rows`, one row per (dump, stack), already unbiased: a plain SUM over any grouping \
+is right, and SUM of a column's `_var` is its variance. Views (each with inuse_bytes, inuse_objects, \
+alloc_bytes, alloc_objects, a 95% interval `<column>_lo`..`<column>_hi` from the summed variances, \
+and `dumps`): by_function (flat, by each row's user_frame), by_leaf, by_label (label, value), \
+over_time (hour, UTC). The same SQL runs in DuckDB over the same files (see the README).
+
+Bytes print in MB as jeprof's reports do (--raw for whole bytes); --csv prints every value in full.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each text with the command it follows.
+    const TEXTS: [(&str, &str); 7] = [
+        ("jeprof-compat", TOP),
+        ("report", REPORT),
+        ("merge", MERGE),
+        ("pprof", PPROF),
+        ("diff", DIFF),
+        ("export", EXPORT),
+        ("query", QUERY),
+    ];
+
+    #[test]
+    fn every_example_line_fits_80_columns() {
+        for (command, text) in TEXTS {
+            let examples = text.split("\n\n").next().unwrap_or("");
+            assert!(examples.starts_with("Example"), "{command}: {examples:?}");
+            for line in examples.lines().skip(1) {
+                assert!(
+                    line.starts_with("  "),
+                    "{command}: {line:?} is not indented"
+                );
+                assert!(
+                    line.chars().count() <= 80,
+                    "{command}: {line:?} is wider than 80 columns"
+                );
+            }
+        }
+    }
+}
