@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jeprof_compat::attribution::Attribution;
+use jeprof_compat::input::ReadPolicy;
 use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{Measure, ReportOptions};
+use jeprof_compat::symbolize::SymbolizeOptions;
 use jeprof_compat::views::filters::StackFilters;
 use jeprof_compat::views::remote;
-use jeprof_compat::{binary, export, pprof, ReadPolicy, SymbolizeOptions};
+use jeprof_compat::{binary, export, pprof};
 use jeprof_dumpfmt::read::ReadOptions;
 use regex::Regex;
 

@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use jeprof_compat::input::{read_dump, ReadPolicy};
 use jeprof_compat::report::{self, ReportOptions};
+use jeprof_compat::symbolize::{resolve, SymbolizeOptions};
 use jeprof_compat::views::{base, callgrind, dot, list, remote};
-use jeprof_compat::{read_dump, ReadPolicy, SymbolizeOptions};
 
 use crate::cli::defs::ReportArgs;
 use crate::cli::options::regex;
@@ -63,7 +64,7 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
             let Some(program) = &symbolize.binary else {
                 anyhow::bail!("--list reads the program's code: give it with --binary");
             };
-            let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
+            let resolved = resolve(profile, &source, &symbolize);
             text.push_str(&list::listing(
                 &[resolved],
                 options,
@@ -85,7 +86,7 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
                 ),
                 ..dot::DotOptions::default()
             };
-            let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
+            let resolved = resolve(profile, &source, &symbolize);
             let Some((graph, dropping)) = dot::graph(&[resolved], options, &options_dot) else {
                 anyhow::bail!(
                     "no nodes to print: no function is left after the filters, or none is above \
@@ -104,14 +105,14 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
             continue;
         }
         if views.callgrind {
-            let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
+            let resolved = resolve(profile, &source, &symbolize);
             let mut out = Vec::new();
             callgrind::write(&[resolved], options, &mut out)?;
             text.push_str(&String::from_utf8_lossy(&out));
             continue;
         }
         if args.output.collapsed {
-            let resolved = jeprof_compat::resolve(profile, &source, &symbolize);
+            let resolved = resolve(profile, &source, &symbolize);
             text.push_str(&report::format_collapsed(&report::collapsed(
                 &[resolved],
                 options,

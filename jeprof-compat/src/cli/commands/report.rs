@@ -1,8 +1,10 @@
 //! `report`: the text report, folded stacks or a flame graph of the dumps added up, read one stack
 //! at a time; per-scope reports; and, through [`crate::cli::views`], jeprof's views of whole dumps.
 
+use jeprof_compat::input::{parse_all, ReadPolicy};
 use jeprof_compat::report::{self, ReportOptions};
-use jeprof_compat::{scopes, ReadPolicy, SymbolizeOptions};
+use jeprof_compat::scopes;
+use jeprof_compat::symbolize::{resolve, SymbolizeOptions};
 
 use crate::cli::defs::ReportArgs;
 use crate::cli::options::report_options;
@@ -57,7 +59,7 @@ fn report_scopes(
     symbolize: &SymbolizeOptions,
     policy: &ReadPolicy<'_>,
 ) -> anyhow::Result<()> {
-    let dumps = jeprof_compat::parse_all(&args.dumps, policy)?;
+    let dumps = parse_all(&args.dumps, policy)?;
     if !dumps.iter().any(|(p, _)| !p.scopes.is_empty()) {
         anyhow::bail!(
             "no per-scope figures in {}: only dumps of jeprof-shim written while the program \
@@ -90,7 +92,7 @@ fn report_scopes(
     if args.output.flamegraph.is_some() || args.output.collapsed {
         let resolved: Vec<_> = dumps
             .into_iter()
-            .map(|(p, source)| jeprof_compat::resolve(p, &source, symbolize))
+            .map(|(p, source)| resolve(p, &source, symbolize))
             .collect();
         let lines = report::collapsed(&resolved, options);
         if let Some(svg) = &args.output.flamegraph {
