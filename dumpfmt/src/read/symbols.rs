@@ -159,7 +159,8 @@ fn place_source_lines(table: &mut SymbolTable, positions: Vec<Position>) {
         let Some(names) = table.names.get(&address) else {
             continue;
         };
-        let Some(i) = names.len().checked_sub(position + 1) else {
+        // Counted from the end without `position + 1`, which overflows at `usize::MAX`.
+        let Some(i) = (position < names.len()).then(|| names.len() - 1 - position) else {
             continue;
         };
         let slots = table
@@ -173,6 +174,23 @@ fn place_source_lines(table: &mut SymbolTable, positions: Vec<Position>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_position_beyond_the_names_is_dropped_even_at_the_largest_position() {
+        // `usize::MAX` once wrapped to a slot past the names (a panic), found by replaying
+        // mutated fixtures through the reader.
+        for position in ["1", "18446744073709551615"] {
+            let dump = format!(
+                "--- symbol\n0x0000000000001000 main\n# line 0x0000000000001000 {position} 7 a.rs\n\
+                 ---\n--- heap\nheap_v2/1\n  t*: 1: 1 [0: 0]\n@ 0x1000\n  t*: 1: 1 [0: 0]\n\
+                 MAPPED_LIBRARIES:\n"
+            );
+            let profile = crate::read::parse(dump.as_bytes()).expect("reads");
+            let symbols = profile.symbols.expect("a symbol section");
+            assert_eq!(symbols.names[&0x1000], ["main"]);
+            assert!(symbols.lines.is_empty(), "{position}: {:?}", symbols.lines);
+        }
+    }
 
     #[test]
     fn separators_count_the_pieces_split_makes() {
