@@ -1,5 +1,6 @@
-//! Labels naming a profile's origin ([`Profile::labels`]): program, build id, host, pid, service,
-//! the moment of the dump, or whatever a fleet pipeline adds (`--label k=v`).
+//! Labels naming a profile's origin ([`Profile::labels`](crate::Profile::labels)): program,
+//! build id, host, pid, service, the moment of the dump, or whatever a fleet pipeline adds
+//! (`--label k=v`).
 //!
 //! In a heap_v2 dump each label is a comment line before the first stack, which jeprof skips like
 //! every other comment (`docs/design.md` §13):
@@ -11,8 +12,9 @@
 //! The key is `[A-Za-z0-9_.-]+`; the value is the rest of the line, verbatim (spaces at either end
 //! included), and may be any text without a line break (`\n` or `\r`: jeprof removes every `\r`,
 //! and a `\n` would end the line). Keys are unique within a profile; their order is kept. A label
-//! that breaks these rules is an error on writing ([`Profile::validate`]) and on reading (the
-//! line's number and text), never silently changed.
+//! that breaks these rules is an error on writing
+//! ([`Profile::validate`](crate::Profile::validate)) and on reading (the line's number and text),
+//! never silently changed.
 //!
 //! [`rfc3339_utc`] and [`parse_rfc3339`] convert the `time` label, by which the shim records when
 //! a dump was taken.
@@ -20,14 +22,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
-use crate::model::Profile;
 
-/// The comment that starts a label line, `# label `.
-pub const LINE_PREFIX: &str = "# label ";
-
-/// What follows `#` and any blanks on a label line, `label `: the reader recognises a label by it,
-/// as it recognises `# var` and `# scope` lines by theirs.
-pub(crate) const WORD: &str = "label ";
+/// The comment that starts a label line, `# label ` (defined with the rest of the grammar in
+/// [`crate::syntax`], whose [`LABEL`](crate::syntax::LABEL) word the reader knows a label line by).
+pub use crate::syntax::LABEL_LINE_PREFIX as LINE_PREFIX;
 
 /// Why `key` cannot be a label's key, or `None` if it can.
 pub fn key_problem(key: &str) -> Option<&'static str> {
@@ -65,9 +63,10 @@ fn check(labels: &[(String, String)], index: usize) -> Result<(), Error> {
     }
 }
 
-/// Checks every label of `profile` ([`Profile::validate`] calls this).
-pub(crate) fn validate(profile: &Profile) -> Result<(), Error> {
-    (0..profile.labels.len()).try_for_each(|i| check(&profile.labels, i))
+/// Checks every label of a profile
+/// ([`Profile::validate`](crate::Profile::validate) calls this with its labels).
+pub(crate) fn validate(labels: &[(String, String)]) -> Result<(), Error> {
+    (0..labels.len()).try_for_each(|i| check(labels, i))
 }
 
 /// Sets `key` to `value` in `labels`: replaces the value in place if the key is there (its
@@ -288,9 +287,8 @@ mod tests {
 
     #[test]
     fn a_bad_key_a_line_break_or_a_repeated_key_is_refused_with_the_label_named() {
-        let mut profile = Profile::new(1);
-        profile.labels = vec![("ok.key-1_x".into(), "  any text ß  ".into())];
-        assert!(validate(&profile).is_ok());
+        let labels: Vec<(String, String)> = vec![("ok.key-1_x".into(), "  any text ß  ".into())];
+        assert!(validate(&labels).is_ok());
         for (labels, want) in [
             (vec![("".into(), "v".into())], "must not be empty"),
             (vec![("a b".into(), "v".into())], "only ASCII letters"),
@@ -302,8 +300,7 @@ mod tests {
                 "unique",
             ),
         ] {
-            profile.labels = labels;
-            let err = validate(&profile).expect_err("refused").to_string();
+            let err = validate(&labels).expect_err("refused").to_string();
             assert!(err.contains(want) && err.contains("label \""), "{err}");
         }
     }

@@ -54,6 +54,19 @@
 //!   (or a single large sample) can only be written as one entry, with jemalloc's rounding error.
 //! - Variances survive a round trip only through our own `# var` lines; for dumps from real jemalloc
 //!   they are estimated as if every sample of an entry had the entry's average size.
+//!
+//! ## Modules, bottom to top
+//! Each module uses only modules on the lines above its own (tests aside), so none of them
+//! imports another in a circle:
+//! - [`error`], [`math`] (the estimator), [`syntax`] (the heap_v2 grammar), [`frames`] and
+//!   [`maps`] use no other module.
+//! - [`encode`] (the integer encoding jeprof reads back) uses math; [`labels`] uses error and
+//!   syntax; [`output`] (atomic files) uses error.
+//! - [`model`], the one profile, uses error, math and labels (to validate them).
+//! - [`scopes`] uses model; [`pprof`] uses error, frames, maps and model.
+//! - [`read`] and [`write`](mod@write) mirror each other over [`syntax`], section by section: read
+//!   uses error, labels, math, model, scopes and syntax; write uses encode, error, math, model,
+//!   output, scopes and syntax. Neither uses the other.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -68,6 +81,7 @@ pub mod output;
 pub mod pprof;
 pub mod read;
 pub mod scopes;
+pub mod syntax;
 pub mod write;
 
 pub use encode::Rounding;

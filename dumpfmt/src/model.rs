@@ -296,7 +296,7 @@ impl Profile {
     /// byte count wherever there are objects and the reverse, and labels that can be written
     /// ([`crate::labels`]).
     pub fn validate(&self) -> Result<(), Error> {
-        crate::labels::validate(self)?;
+        crate::labels::validate(&self.labels)?;
         for (i, s) in self.stacks.iter().enumerate() {
             validate_stack(i, s)?;
         }

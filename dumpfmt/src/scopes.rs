@@ -129,46 +129,4 @@ mod tests {
         assert!(parse_scope_line("-2 1500 1 1 x").is_none());
         assert_eq!(written_label("a\nb"), "a\u{FFFD}b");
     }
-
-    #[test]
-    fn scope_lines_survive_a_write_and_read_and_stay_comments() {
-        let mut p = Profile::new(4096);
-        for (frames, bytes) in [(vec![0x10u64, 0x20], 8192.0), (vec![0x30], 4096.0)] {
-            p.stacks.push(Stack {
-                frames,
-                counts: Counts {
-                    inuse: Estimate {
-                        objects: 2.0,
-                        bytes,
-                        objects_variance: 1.0,
-                        bytes_variance: 1e6,
-                    },
-                    accum: Estimate::default(),
-                },
-                threads: Vec::new(),
-            });
-        }
-        p.scopes = vec![
-            scoped("query 1", &[0x10, 0x20], 6000.0),
-            scoped("query 2", &[0x10, 0x20], 2192.0),
-            scoped("query 1", &[0x30], 4096.0),
-        ];
-        let text = crate::write::to_string(&p, &crate::WriteOptions::default()).unwrap();
-        assert_eq!(text.matches("\n  # scope ").count(), 3, "{text}");
-        let back = crate::read::parse(text.as_bytes()).unwrap();
-        assert_eq!(back.scopes.len(), 3);
-        let totals = scope_totals(&back);
-        assert!((totals["query 1"].bytes - 10096.0).abs() < 1e-6);
-        assert!((totals["query 2"].bytes - 2192.0).abs() < 1e-6);
-        // Without the scope lines the dump is the same one: they are comments.
-        let mut plain = p.clone();
-        plain.scopes.clear();
-        let plain_text = crate::write::to_string(&plain, &crate::WriteOptions::default()).unwrap();
-        let stripped: String = text
-            .lines()
-            .filter(|l| !l.starts_with("  # scope "))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert_eq!(stripped, plain_text);
-    }
 }

@@ -1,33 +1,10 @@
 //! Writing heap_v2 dumps that legacy jeprof reports correctly.
 //!
-//! Layout (`docs/design.md` §5 and §6):
-//!
-//! ```text
-//! --- symbol                      only with symbols and `WriteOptions::symbols`
-//! binary=<program>
-//! 0x<key> <outer>--<inlined>...   keys are the addresses jeprof looks up (callers minus one)
-//! # line 0x<key> <pos> <line> <file>   source position of name <pos> of that line (0: outer)
-//! ---
-//! --- heap
-//! heap_v2/<R>
-//!   t*: <n>: <s> [<n>: <s>]       header totals (jeprof never reads them)
-//!   t<uid>: ... [<name>]          header per-thread lines
-//! # writer: jeprof-dumpfmt       this dump ends with `# end of dump`
-//! # sample_period: <R>           the sampling period, when the header uses another (see
-//!                                 [`HeaderPeriod`])
-//! # <key>: <value>                annotations; jeprof ignores lines it does not recognise
-//! # label <key> <value>           labels ([`crate::labels`]), the value verbatim to the line's end
-//! @ 0x<leaf> 0x<caller> ...
-//!   t*: <n>: <s> [<n>: <s>]
-//!   t<uid>: <n>: <s> [<n>: <s>]
-//!   # var <objs> <bytes> <objs> <bytes>    this entry's variances, for our reader
-//!   # scope <objs> <bytes> <objs var> <bytes var> <label>   per-scope in-use figures
-//!                                 ([`crate::scopes`]), after a stack's first entry
-//!
-//! MAPPED_LIBRARIES:
-//! <maps text>
-//! # end of dump                  always last: a reader knows it has the whole dump
-//! ```
+//! The writer prints the grammar of [`crate::syntax`] (`docs/design.md` §5 and §6), section by
+//! section as [`crate::read`] reads it back: the symbol section, the header with its thread lines,
+//! the comments before the first stack (the writer's announcement, annotations, labels), the stack
+//! entries with their counts, `# var` and `# scope` lines, the memory map, and
+//! [`END_MARKER`] last, so that a reader knows it has the whole dump.
 //!
 //! Every `(n, s)` comes from [`crate::encode::encode_pair`]; a stack whose best encoding needs several
 //! entries is written as several `@` records with the same frames, which jeprof (and every other
@@ -40,7 +17,8 @@ use std::path::Path;
 
 use crate::encode::{encode_pair, relative_error, Pair, Rounding};
 use crate::error::Error;
-use crate::model::{Counts, Profile};
+use crate::model::{Counts, Profile, ScopeStack, SourceLine, Stack, SymbolTable};
+use crate::syntax::{self, END_MARKER};
 
 /// Choices for [`write()`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,140 +158,222 @@ fn write_unbuffered(
     };
     if options.symbols {
         if let Some(symbols) = &profile.symbols {
-            writeln!(out, "--- symbol")?;
-            if let Some(binary) = &symbols.binary {
-                writeln!(out, "binary={binary}")?;
-            }
-            for (address, names) in &symbols.names {
-                if names.is_empty() {
-                    continue;
-                }
-                write!(out, "0x{address:016x} ")?;
-                // Outer function first, then the functions inlined into it.
-                for (i, name) in names.iter().rev().enumerate() {
-                    if i > 0 {
-                        out.write_all(b"--")?;
-                    }
-                    // A newline inside a name would end the symbol line early.
-                    out.write_all(name.replace(['\n', '\r'], " ").as_bytes())?;
-                }
-                writeln!(out)?;
-                write_source_lines(out, *address, names.len(), symbols.lines.get(address))?;
-            }
-            writeln!(out, "---")?;
-            writeln!(out, "--- heap")?;
+            write_symbols(out, symbols)?;
         }
     }
-    writeln!(out, "heap_v2/{period}")?;
-    // The header lines are never read by jeprof; jemalloc encodes them once from the totals.
-    write_counts_line(out, "*", &[plain(&profile.totals(), period)], 0, None)?;
+    write_header(out, profile, period)?;
+    write_comments(out, profile, period)?;
+    write_stacks(out, profile, period, options.rounding)?;
+    if let Some(maps) = &profile.mapped_libraries {
+        write_memory_map(out, maps)?;
+    }
+    // Last, so that a reader knows it has the whole dump (jeprof ignores the line, in the body and
+    // in the memory map alike).
+    writeln!(out, "{END_MARKER}")?;
+    Ok(())
+}
+
+/// The symbol section, `--- symbol` … `---`, and the `--- heap` after it.
+fn write_symbols(out: &mut impl Write, symbols: &SymbolTable) -> Result<(), Error> {
+    let marker = syntax::MARKER;
+    writeln!(out, "{marker} {}", syntax::SYMBOL)?;
+    if let Some(binary) = &symbols.binary {
+        writeln!(out, "{}{binary}", syntax::BINARY)?;
+    }
+    for (address, names) in &symbols.names {
+        if names.is_empty() {
+            continue;
+        }
+        write!(out, "0x{address:016x} ")?;
+        // Outer function first, then the functions inlined into it.
+        for (i, name) in names.iter().rev().enumerate() {
+            if i > 0 {
+                out.write_all(syntax::INLINE_SEPARATOR.as_bytes())?;
+            }
+            // A newline inside a name would end the symbol line early.
+            out.write_all(name.replace(['\n', '\r'], " ").as_bytes())?;
+        }
+        writeln!(out)?;
+        write_source_lines(out, *address, names.len(), symbols.lines.get(address))?;
+    }
+    writeln!(out, "{marker}")?;
+    writeln!(out, "{marker} {}", syntax::HEAP)?;
+    Ok(())
+}
+
+/// The header `heap_v2/<period>` and its thread lines. jeprof never reads these lines; jemalloc
+/// encodes them once from the totals.
+fn write_header(out: &mut impl Write, profile: &Profile, period: u64) -> Result<(), Error> {
+    writeln!(
+        out,
+        "{}{}{period}",
+        syntax::FORMAT,
+        syntax::PERIOD_SEPARATOR
+    )?;
+    write_counts_line(out, None, &[plain(&profile.totals(), period)], 0, None)?;
     for t in &profile.threads {
         write_counts_line(
             out,
-            &t.thread.to_string(),
+            Some(t.thread),
             &[plain(&t.counts, period)],
             0,
             t.name.as_deref(),
         )?;
     }
+    Ok(())
+}
+
+/// The comments before the first stack: the writer's announcement, the sampling period when the
+/// header has another, the annotations, the labels.
+fn write_comments(out: &mut impl Write, profile: &Profile, period: u64) -> Result<(), Error> {
     // Tells our reader that this dump ends with `END_MARKER`, so that one cut anywhere (even
     // inside the memory map, at a line boundary) is known to be cut.
-    writeln!(
-        out,
-        "# {}: {}",
-        crate::read::WRITER_KEY,
-        crate::read::WRITER
-    )?;
+    write_annotation(out, syntax::WRITER_KEY, syntax::WRITER)?;
     if period != profile.sample_period {
-        writeln!(out, "# sample_period: {}", profile.sample_period)?;
+        write_annotation(
+            out,
+            syntax::SAMPLE_PERIOD,
+            &profile.sample_period.to_string(),
+        )?;
     }
     for (k, v) in profile
         .annotations
         .iter()
-        .filter(|(k, _)| k != "sample_period" && k != crate::read::WRITER_KEY)
+        .filter(|(k, _)| k != syntax::SAMPLE_PERIOD && k != syntax::WRITER_KEY)
     {
-        writeln!(out, "# {}: {}", annotation_key(k), v.replace('\n', " "))?;
+        write_annotation(out, &annotation_key(k), &v.replace('\n', " "))?;
     }
     // Checked by `validate` above: keys are one word, values hold no line break.
     for (k, v) in &profile.labels {
-        writeln!(out, "{}{k} {v}", crate::labels::LINE_PREFIX)?;
+        writeln!(out, "{}{k} {v}", syntax::LABEL_LINE_PREFIX)?;
     }
+    Ok(())
+}
+
+/// `# <key>: <value>`, both already on one line.
+fn write_annotation(out: &mut impl Write, key: &str, value: &str) -> io::Result<()> {
+    let (comment, separator) = (syntax::COMMENT, syntax::ANNOTATION_SEPARATOR);
+    writeln!(out, "{comment} {key}{separator} {value}")
+}
+
+/// Every stack, each followed by its per-scope figures.
+fn write_stacks(
+    out: &mut impl Write,
+    profile: &Profile,
+    period: u64,
+    rounding: Rounding,
+) -> Result<(), Error> {
     // Per-scope figures by frames, each written once, after the first entry with those frames.
-    let mut scopes: std::collections::HashMap<&[u64], Vec<&crate::model::ScopeStack>> =
+    let mut scopes: std::collections::HashMap<&[u64], Vec<&ScopeStack>> =
         std::collections::HashMap::new();
     for s in &profile.scopes {
         scopes.entry(&s.frames).or_default().push(s);
     }
     for stack in &profile.stacks {
-        let aggregate = encode_counts(&stack.counts, period, options.rounding);
-        let threads: Vec<(u64, Vec<(Pair, Pair)>)> = stack
-            .threads
-            .iter()
-            .map(|t| (t.thread, encode_counts(&t.counts, period, options.rounding)))
-            .filter(|(_, e)| !e.is_empty())
-            .collect();
-        let records = threads
-            .iter()
-            .map(|(_, e)| e.len())
-            .chain([aggregate.len()])
-            .max()
-            .unwrap_or(0);
-        for record in 0..records {
-            out.write_all(b"@")?;
-            if stack.frames.is_empty() {
-                // jeprof gives the counts of a bare `@` to the previous stack; an explicit null
-                // frame keeps them apart.
-                out.write_all(b" 0x0")?;
+        let scopes = scopes.remove(stack.frames.as_slice()).unwrap_or_default();
+        write_stack(out, stack, &scopes, period, rounding)?;
+    }
+    Ok(())
+}
+
+/// One stack as the entries its encoding needs, each a `@` line, its `t*` and per-thread counts
+/// lines and its `# var` line; `scopes` after the first entry.
+fn write_stack(
+    out: &mut impl Write,
+    stack: &Stack,
+    scopes: &[&ScopeStack],
+    period: u64,
+    rounding: Rounding,
+) -> Result<(), Error> {
+    let aggregate = encode_counts(&stack.counts, period, rounding);
+    let threads: Vec<(u64, Vec<(Pair, Pair)>)> = stack
+        .threads
+        .iter()
+        .map(|t| (t.thread, encode_counts(&t.counts, period, rounding)))
+        .filter(|(_, e)| !e.is_empty())
+        .collect();
+    let records = threads
+        .iter()
+        .map(|(_, e)| e.len())
+        .chain([aggregate.len()])
+        .max()
+        .unwrap_or(0);
+    for record in 0..records {
+        write_frames(out, &stack.frames)?;
+        write_counts_line(out, None, &aggregate, record, None)?;
+        for (thread, entries) in &threads {
+            if record < entries.len() {
+                write_counts_line(out, Some(*thread), entries, record, None)?;
             }
-            for frame in &stack.frames {
-                write!(out, " 0x{frame:x}")?;
-            }
-            writeln!(out)?;
-            write_counts_line(out, "*", &aggregate, record, None)?;
-            for (thread, entries) in &threads {
-                if record < entries.len() {
-                    write_counts_line(out, &thread.to_string(), entries, record, None)?;
-                }
-            }
-            let c = &stack.counts;
-            let v = if record == 0 {
-                [
-                    c.inuse.objects_variance,
-                    c.inuse.bytes_variance,
-                    c.accum.objects_variance,
-                    c.accum.bytes_variance,
-                ]
-            } else {
-                [0.0; 4]
-            };
-            writeln!(out, "  # var {:e} {:e} {:e} {:e}", v[0], v[1], v[2], v[3])?;
-            if record == 0 {
-                for s in scopes.remove(stack.frames.as_slice()).unwrap_or_default() {
-                    let e = &s.inuse;
-                    writeln!(
-                        out,
-                        "  # scope {:e} {:e} {:e} {:e} {}",
-                        e.objects,
-                        e.bytes,
-                        e.objects_variance,
-                        e.bytes_variance,
-                        crate::scopes::written_label(&s.scope)
-                    )?;
-                }
+        }
+        write_variance_line(out, &stack.counts, record)?;
+        if record == 0 {
+            for s in scopes {
+                write_scope_line(out, s)?;
             }
         }
     }
-    if let Some(maps) = &profile.mapped_libraries {
+    Ok(())
+}
+
+/// The `# var` line of entry `record`: the stack's variances on its first entry (the reader keeps
+/// them over the ones it would estimate from the counts), zeros on the others.
+fn write_variance_line(out: &mut impl Write, c: &Counts, record: usize) -> io::Result<()> {
+    let v = if record == 0 {
+        [
+            c.inuse.objects_variance,
+            c.inuse.bytes_variance,
+            c.accum.objects_variance,
+            c.accum.bytes_variance,
+        ]
+    } else {
+        [0.0; 4]
+    };
+    let (comment, var) = (syntax::COMMENT, syntax::VAR);
+    writeln!(
+        out,
+        "  {comment} {var} {:e} {:e} {:e} {:e}",
+        v[0], v[1], v[2], v[3]
+    )
+}
+
+/// A `@` line.
+fn write_frames(out: &mut impl Write, frames: &[u64]) -> io::Result<()> {
+    write!(out, "{}", syntax::STACK)?;
+    if frames.is_empty() {
+        // jeprof gives the counts of a bare `@` to the previous stack; an explicit null
+        // frame keeps them apart.
+        out.write_all(b" 0x0")?;
+    }
+    for frame in frames {
+        write!(out, " 0x{frame:x}")?;
+    }
+    writeln!(out)
+}
+
+/// A `# scope` line ([`crate::scopes`]).
+fn write_scope_line(out: &mut impl Write, s: &ScopeStack) -> io::Result<()> {
+    let e = &s.inuse;
+    let (comment, scope) = (syntax::COMMENT, syntax::SCOPE);
+    writeln!(
+        out,
+        "  {comment} {scope} {:e} {:e} {:e} {:e} {}",
+        e.objects,
+        e.bytes,
+        e.objects_variance,
+        e.bytes_variance,
+        crate::scopes::written_label(&s.scope)
+    )
+}
+
+/// The memory map, after a blank line, with a newline at its end.
+fn write_memory_map(out: &mut impl Write, maps: &str) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "{}", syntax::MAPPED_LIBRARIES)?;
+    out.write_all(maps.as_bytes())?;
+    if !maps.is_empty() && !maps.ends_with('\n') {
         writeln!(out)?;
-        writeln!(out, "MAPPED_LIBRARIES:")?;
-        out.write_all(maps.as_bytes())?;
-        if !maps.is_empty() && !maps.ends_with('\n') {
-            writeln!(out)?;
-        }
     }
-    // Last, so that a reader knows it has the whole dump (jeprof ignores the line, in the body and
-    // in the memory map alike).
-    writeln!(out, "{}", crate::read::END_MARKER)?;
     Ok(())
 }
 
@@ -355,7 +415,7 @@ fn write_source_lines(
     out: &mut impl Write,
     address: u64,
     names: usize,
-    lines: Option<&Vec<Option<crate::SourceLine>>>,
+    lines: Option<&Vec<Option<SourceLine>>>,
 ) -> Result<(), Error> {
     let Some(lines) = lines else {
         return Ok(());
@@ -367,9 +427,10 @@ fn write_source_lines(
         if file.is_empty() {
             continue;
         }
+        let (comment, word) = (syntax::COMMENT, syntax::SOURCE_LINE);
         writeln!(
             out,
-            "# line 0x{address:016x} {} {} {file}",
+            "{comment} {word} 0x{address:016x} {} {} {file}",
             names - 1 - i,
             line.line
         )?;
@@ -377,15 +438,22 @@ fn write_source_lines(
     Ok(())
 }
 
+/// A counts line `t<thread>: …` (`None`: all threads, `t*`) of entry `index` of `entries`, with the
+/// thread's name (header thread lines only).
 fn write_counts_line(
     out: &mut impl Write,
-    thread: &str,
+    thread: Option<u64>,
     entries: &[(Pair, Pair)],
     index: usize,
     name: Option<&str>,
 ) -> io::Result<()> {
     let (a, b) = entries.get(index).copied().unwrap_or((ZERO, ZERO));
-    write!(out, "  t{thread}: {}: {} [{}: {}]", a.n, a.s, b.n, b.s)?;
+    write!(out, "  {}", syntax::COUNTS)?;
+    match thread {
+        Some(thread) => write!(out, "{thread}")?,
+        None => write!(out, "{}", syntax::ALL_THREADS)?,
+    }
+    write!(out, ": {}: {} [{}: {}]", a.n, a.s, b.n, b.s)?;
     if let Some(name) = name {
         write!(out, " {}", name.replace(['\n', '\r'], " "))?;
     }
@@ -398,9 +466,9 @@ fn write_counts_line(
 /// (`label x` → `label_x`); without that, an annotation would come back as a label, or a header
 /// would stop reading at a `# var` line before any stack.
 fn annotation_key(key: &str) -> String {
-    let mut key = key.replace(['\n', ':'], " ");
+    let mut key = key.replace(['\n', syntax::ANNOTATION_SEPARATOR], " ");
     let start = key.len() - key.trim_start().len();
-    for word in ["label", "var", "scope"] {
+    for word in syntax::COMMENT_WORDS {
         let blank = start + word.len();
         if key[start..].starts_with(word) && key[blank..].starts_with(char::is_whitespace) {
             let width = key[blank..].chars().next().map_or(1, char::len_utf8);
