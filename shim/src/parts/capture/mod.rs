@@ -23,7 +23,6 @@ use std::sync::RwLock;
 
 use crate::base::thread;
 
-#[path = "eh_frame_unwind.rs"]
 mod eh_frame_unwind;
 
 /// Largest `max_frames` accepted: the on-stack capture buffer's size.
