@@ -59,9 +59,9 @@ struct Settings {
     seeded: AtomicBool,
     symbolize: AtomicBool,
     unwinder: AtomicU8,
-    /// What `unwinder:auto` resolved to: 0 not probed yet, 1 frame pointers work, 2 libgcc (neither
-    /// frame pointers nor the `.eh_frame` unwinder agree with it), 3 the `.eh_frame` unwinder.
-    frame_pointer_probe: AtomicU8,
+    /// What `unwinder:auto` resolved to, as the capture module's `AutoUnwinder` (0: not probed
+    /// yet); see [`auto_unwinder_slot`].
+    auto_unwinder: AtomicU8,
 }
 
 static SETTINGS: Settings = Settings {
@@ -75,7 +75,7 @@ static SETTINGS: Settings = Settings {
     seeded: AtomicBool::new(false),
     symbolize: AtomicBool::new(true),
     unwinder: AtomicU8::new(UnwinderChoice::Auto as u8),
-    frame_pointer_probe: AtomicU8::new(0),
+    auto_unwinder: AtomicU8::new(0),
 };
 
 /// Where to dump at exit, if anywhere.
@@ -193,17 +193,12 @@ pub(crate) fn set_unwinder_choice(choice: UnwinderChoice) {
     SETTINGS.unwinder.store(choice as u8, Ordering::Relaxed);
 }
 
-/// What the unwinder probe found: 0 not run yet, 1 frame pointers, 2 libgcc, 3 `.eh_frame`.
-pub(crate) fn frame_pointer_probe() -> u8 {
-    // Ordering: a cached, idempotent probe result, read on its own.
-    SETTINGS.frame_pointer_probe.load(Ordering::Relaxed)
-}
-
-pub(crate) fn set_frame_pointer_probe(result: u8) {
-    // Ordering: racing probes store the same value; it publishes no other memory.
-    SETTINGS
-        .frame_pointer_probe
-        .store(result, Ordering::Relaxed);
+/// Where the stack-capture module keeps what `unwinder:auto` resolved to. The meaning of its byte,
+/// the conversion and the orderings are that module's (`AutoUnwinder`); the byte lives here, in
+/// the settings' cache line, because the sampled path reads it on every sample with the
+/// `unwinder` setting beside it.
+pub(crate) fn auto_unwinder_slot() -> &'static AtomicU8 {
+    &SETTINGS.auto_unwinder
 }
 
 pub(crate) fn arena_size() -> usize {

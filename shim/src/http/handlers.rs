@@ -12,7 +12,8 @@ use crate::base::settings;
 use crate::base::thread::Guard;
 use crate::parts::symbolize;
 use crate::profiler::pprof::{encode, PprofOptions, SampleType};
-use crate::profiler::{auto_dump, report, scopes};
+use crate::profiler::window::AllocationProfile;
+use crate::profiler::{auto_dump, init, report, scopes};
 
 /// The longest `?seconds=` window a request may ask for (Go's handler has no cap of its own; a
 /// bounded wait keeps a worker from being held indefinitely).
@@ -207,7 +208,8 @@ fn go_heap(params: &Params, first: SampleType) -> Response {
                     ),
                 );
             };
-            let window = crate::start_allocation_profile();
+            init::ensure_init();
+            let window = AllocationProfile::start();
             std::thread::sleep(Duration::from_secs(seconds));
             let window = window.stop();
             options.time = Some(window.started);

@@ -49,15 +49,9 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Applies a `key:value,key:value` string (the `JEPROF_SHIM` syntax). Keys:
-/// `sample_rate` (bytes, 0 = off), `active` (true/false), `seed` (u64), `max_frames` (1–256),
-/// `symbolize` (true/false), `dump_on_exit` (a path, `%p` the pid; empty = none), `unwinder` (fp, eh_frame,
-/// backtrace, auto), `arena_size` (bytes, rounded up to a power of two; only before the first sample),
-/// `max_stacks` (count ≥ 1), `dump_prefix` (a path prefix in a directory that exists, `%p` the
-/// pid; empty = `jeprof`), `dump_interval` (bytes, 0 = none), `dump_peak` (a factor > 1, 0 = none),
-/// `peak_growth` (a factor > 1), `max_dumps` (count, 0 = all), `dump_final` (true/false),
-/// `service` (a name for pprof's labels; empty = none), `http` (`ip:port` to serve on, with the
-/// `http` feature; empty = none).
+/// Applies a `key:value,key:value` string (the `JEPROF_SHIM` syntax). The keys, their values and
+/// defaults are the manual's settings table (the crate docs, `README.md`), and the error message
+/// for an unknown key below names them all.
 pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
     let mut problems = Vec::new();
     let mut rates_changed = false;

@@ -6,12 +6,12 @@ use std::path::Path;
 use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, ThreadCounts};
 
 use super::peak::{self, PEAK};
-use super::sampled_path::{current_unwinder, dropped, Dropped};
+use super::sampled_path::{dropped, Dropped};
 use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
-use crate::parts::capture::Unwinder;
+use crate::parts::capture::{current_unwinder, Unwinder};
 use crate::parts::live_samples::{self, LiveSample};
 use crate::parts::symbolize::{self, SymbolizerCost};
 use crate::parts::thread_totals::{TableRef, REGISTRY};

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use jeprof_dumpfmt::Estimate;
 use tikv_jemalloc_sys as jem;
 
-use crate::base::settings::{self, UnwinderChoice};
+use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::{self, Guard};
-use crate::parts::capture::{self, Unwinder, MAX_FRAMES_LIMIT};
+use crate::parts::capture::{self, MAX_FRAMES_LIMIT};
 use crate::parts::live_samples::{self, LiveSample};
 use crate::parts::thread_totals::{self, ChargeError};
 use crate::parts::{sampled_arena, scopes, stacks, triggers, windows};
@@ -55,36 +55,6 @@ pub(crate) fn dropped() -> Dropped {
     }
 }
 
-/// The unwinder in use now (resolving `auto` once).
-pub(crate) fn current_unwinder() -> Unwinder {
-    match settings::unwinder_choice() {
-        UnwinderChoice::FramePointer => Unwinder::FramePointer,
-        UnwinderChoice::Backtrace => Unwinder::Backtrace,
-        UnwinderChoice::EhFrame => Unwinder::EhFrame,
-        UnwinderChoice::Auto => {
-            let mut probe = settings::frame_pointer_probe();
-            if probe == 0 {
-                let _guard = Guard::enter();
-                // Frame pointers when complete (cheapest); else the `.eh_frame` tables; libgcc
-                // only when neither agrees with it.
-                probe = if capture::frame_pointers_work() {
-                    1
-                } else if capture::eh_frame_works() {
-                    3
-                } else {
-                    2
-                };
-                settings::set_frame_pointer_probe(probe);
-            }
-            match probe {
-                1 => Unwinder::FramePointer,
-                3 => Unwinder::EhFrame,
-                _ => Unwinder::Backtrace,
-            }
-        }
-    }
-}
-
 /// Allocates a sampled object from the sampled arena and records it. `None` when the sample is
 /// dropped (the reason is counted); the caller then allocates from the inner allocator.
 ///
@@ -100,7 +70,7 @@ pub(crate) unsafe fn alloc_sampled(
     let _guard = Guard::enter();
     let mut buf = [const { MaybeUninit::<u64>::uninit() }; MAX_FRAMES_LIMIT];
     let max = settings::max_frames().clamp(1, MAX_FRAMES_LIMIT);
-    let frames = capture::capture_uninit(current_unwinder(), marker, &mut buf[..max]);
+    let frames = capture::capture_uninit(capture::current_unwinder(), marker, &mut buf[..max]);
 
     let size = layout.size();
     let flags = match sampled_arena::flags(size, layout.align(), settings::arena_size()) {

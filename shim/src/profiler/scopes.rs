@@ -119,7 +119,8 @@ pub struct ScopeStats {
     /// Estimated live objects and bytes allocated in the scope (wherever and whenever freed), with
     /// variances.
     pub live: Estimate,
-    /// 95% interval of the live bytes (estimate ± 1.96 standard deviations, floored at 0).
+    /// 95% interval of the live bytes ([`Estimate::bytes_interval_95`]: the estimate ± 1.96
+    /// standard deviations, floored at 0).
     pub live_bytes_interval: (f64, f64),
     /// 95% interval of the live objects.
     pub live_objects_interval: (f64, f64),
@@ -127,12 +128,6 @@ pub struct ScopeStats {
     pub allocated: Estimate,
     /// Live samples behind `live`.
     pub live_samples: u64,
-}
-
-/// The 95% normal interval of an estimate with this variance, floored at 0.
-fn interval(value: f64, variance: f64) -> (f64, f64) {
-    let half = 1.96 * variance.max(0.0).sqrt();
-    ((value - half).max(0.0), value + half)
 }
 
 /// Every scope that has allocated since start, in the order their labels were interned.
@@ -159,8 +154,8 @@ pub(crate) fn all_scopes() -> Vec<ScopeStats> {
             Some(ScopeStats {
                 label,
                 live,
-                live_bytes_interval: interval(live.bytes, live.bytes_variance),
-                live_objects_interval: interval(live.objects, live.objects_variance),
+                live_bytes_interval: live.bytes_interval_95(),
+                live_objects_interval: live.objects_interval_95(),
                 allocated,
                 live_samples,
             })

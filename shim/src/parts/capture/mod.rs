@@ -17,13 +17,17 @@
 //! - **libgcc** ([`Unwinder::Backtrace`], `backtrace::trace_unsynchronized`): reads DWARF unwind
 //!   tables, so it is complete without frame pointers, but it is slower and `_Unwind_Find_FDE`
 //!   takes a process-wide lock.
+//!
+//! [`current_unwinder`] says which one the `unwinder` setting selects; for `unwinder:auto` this
+//! module probes them once and keeps the outcome ([`AutoUnwinder`]).
 
 use std::mem::MaybeUninit;
+use std::sync::atomic::Ordering;
 use std::sync::RwLock;
 
-use crate::base::thread;
+use crate::base::settings::{self, UnwinderChoice};
+use crate::base::thread::{self, Guard};
 
-#[path = "eh_frame_unwind.rs"]
 mod eh_frame_unwind;
 
 /// Largest `max_frames` accepted: the on-stack capture buffer's size.
@@ -32,7 +36,7 @@ pub const MAX_FRAMES_LIMIT: usize = 256;
 /// The stack unwinder in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unwinder {
-    /// Frame-pointer chain walk: no lock, about a nanosecond per frame.
+    /// Frame-pointer chain walk: no lock, a few loads per frame.
     FramePointer,
     /// `backtrace::trace_unsynchronized` (libgcc's DWARF unwinder).
     Backtrace,
@@ -44,6 +48,71 @@ pub enum Unwinder {
 /// Held for reading around every libgcc unwind and for writing across `fork`, so that a child is
 /// never born while another thread holds libgcc's unwinder lock.
 pub(crate) static UNWIND_LOCK: RwLock<()> = RwLock::new(());
+
+/// What `unwinder:auto` resolved to. Kept as its discriminant (`auto as u8`) in the `AtomicU8`
+/// of [`settings::auto_unwinder_slot`]; [`AutoUnwinder::from_u8`] converts back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum AutoUnwinder {
+    /// Not probed yet: the slot's initial 0.
+    NotProbed = 0,
+    /// Frame pointers are complete: [`Unwinder::FramePointer`].
+    FramePointer = 1,
+    /// Neither frame pointers nor the `.eh_frame` unwinder agree with libgcc:
+    /// [`Unwinder::Backtrace`].
+    Backtrace = 2,
+    /// The `.eh_frame` unwinder agrees with libgcc: [`Unwinder::EhFrame`].
+    EhFrame = 3,
+}
+
+impl AutoUnwinder {
+    /// The inverse of `as u8`. Only [`auto_unwinder`] stores the slot, and only this type's
+    /// discriminants; any other byte would read as not probed, which only runs the probe again.
+    fn from_u8(v: u8) -> AutoUnwinder {
+        match v {
+            1 => AutoUnwinder::FramePointer,
+            2 => AutoUnwinder::Backtrace,
+            3 => AutoUnwinder::EhFrame,
+            _ => AutoUnwinder::NotProbed,
+        }
+    }
+}
+
+/// The unwinder in use now: the one the `unwinder` setting names, `auto` resolved by
+/// [`auto_unwinder`].
+pub(crate) fn current_unwinder() -> Unwinder {
+    match settings::unwinder_choice() {
+        UnwinderChoice::FramePointer => Unwinder::FramePointer,
+        UnwinderChoice::Backtrace => Unwinder::Backtrace,
+        UnwinderChoice::EhFrame => Unwinder::EhFrame,
+        UnwinderChoice::Auto => auto_unwinder(),
+    }
+}
+
+/// `unwinder:auto`: probed at first use, then read back. Frame pointers when complete (cheapest);
+/// else the `.eh_frame` tables; libgcc only when neither agrees with it.
+fn auto_unwinder() -> Unwinder {
+    let slot = settings::auto_unwinder_slot();
+    // Ordering: a cached, idempotent probe result, read on its own.
+    let mut probed = AutoUnwinder::from_u8(slot.load(Ordering::Relaxed));
+    if probed == AutoUnwinder::NotProbed {
+        let _guard = Guard::enter();
+        probed = if frame_pointers_work() {
+            AutoUnwinder::FramePointer
+        } else if eh_frame_works() {
+            AutoUnwinder::EhFrame
+        } else {
+            AutoUnwinder::Backtrace
+        };
+        // Ordering: racing probes store the same value; it publishes no other memory.
+        slot.store(probed as u8, Ordering::Relaxed);
+    }
+    match probed {
+        AutoUnwinder::FramePointer => Unwinder::FramePointer,
+        AutoUnwinder::EhFrame => Unwinder::EhFrame,
+        AutoUnwinder::Backtrace | AutoUnwinder::NotProbed => Unwinder::Backtrace,
+    }
+}
 
 /// Whether this build keeps frame pointers well enough for [`Unwinder::FramePointer`]: the
 /// frame-pointer walk from a probe function must return at least 3 frames, and its first 8 (or
@@ -72,7 +141,7 @@ fn probe_frame_pointers() -> bool {
 
 /// Whether the `.eh_frame` unwinder exists here and, walking from a probe function, returns at
 /// least 3 frames that are exactly libgcc's first frames (up to 16). Decided once, at first use.
-pub(crate) fn eh_frame_works() -> bool {
+fn eh_frame_works() -> bool {
     eh_frame_unwind::SUPPORTED && probe_eh_frame()
 }
 
@@ -278,6 +347,18 @@ mod tests {
         let marker = 0u8;
         let marker = std::hint::black_box(&marker) as *const u8 as usize;
         capture(unwinder, marker, buf)
+    }
+
+    #[test]
+    fn auto_unwinder_reads_back_every_outcome_it_stores() {
+        for outcome in [
+            AutoUnwinder::NotProbed,
+            AutoUnwinder::FramePointer,
+            AutoUnwinder::Backtrace,
+            AutoUnwinder::EhFrame,
+        ] {
+            assert_eq!(AutoUnwinder::from_u8(outcome as u8), outcome);
+        }
     }
 
     #[test]
