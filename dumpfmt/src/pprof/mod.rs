@@ -392,7 +392,7 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
         for s in by_scope {
             let scoped = Counts {
                 inuse: s.inuse,
-                accum: crate::Estimate::default(),
+                accum: crate::model::Estimate::default(),
             };
             b.sample(ids.clone(), &scoped, &[("scope", &s.scope)]);
             rest.inuse.objects = (rest.inuse.objects - s.inuse.objects).max(0.0);
