@@ -171,7 +171,7 @@ fn fleet_dump(seed: u64, stacks: usize) -> Profile {
                 // An inlined callee, innermost first.
                 here.insert(0, format!("service::inlined_{f}"));
             }
-            if k == 0 && f % 4 == 0 {
+            if k == 0 && f.is_multiple_of(4) {
                 here = vec!["malloc".into()];
             }
             names.entry(if k == 0 { a } else { a - 1 }).or_insert(here);

@@ -201,7 +201,7 @@ pub unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
 /// `out` is valid for a pointer write; as for [`malloc`] otherwise.
 #[inline]
 pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
-    if !align.is_power_of_two() || align % std::mem::size_of::<*mut c_void>() != 0 {
+    if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     // SAFETY: __errno_location returns this thread's errno.

@@ -103,7 +103,7 @@ fn run_once(dir: &std::path::Path, forks: usize) {
             let mut n = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 jeprof_shim::dump_to(&mut std::io::sink()).unwrap();
-                if n % 8 == 0 {
+                if n.is_multiple_of(8) {
                     jeprof_shim::dump(&path).unwrap();
                 }
                 black_box(jeprof_shim::snapshot());

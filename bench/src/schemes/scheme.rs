@@ -127,7 +127,7 @@ impl SchemeSpec {
     /// A short name for tables and figures.
     pub fn label(&self) -> String {
         fn bytes(n: u64) -> String {
-            if n % 1024 == 0 {
+            if n.is_multiple_of(1024) {
                 format!("{}K", n / 1024)
             } else {
                 n.to_string()
@@ -261,7 +261,7 @@ pub struct Bernoulli {
 
 impl Scheme for Bernoulli {
     fn decide(&mut self, _addr: u64, _size: u64) -> Option<f64> {
-        (self.rng.next_u64() % self.one_in == 0).then(|| 1.0 / self.one_in as f64)
+        self.rng.next_u64().is_multiple_of(self.one_in).then(|| 1.0 / self.one_in as f64)
     }
 }
 
@@ -274,7 +274,7 @@ pub struct AddressHash {
 
 impl Scheme for AddressHash {
     fn decide(&mut self, addr: u64, _size: u64) -> Option<f64> {
-        (mix64(addr ^ self.key) % self.one_in == 0).then(|| 1.0 / self.one_in as f64)
+        mix64(addr ^ self.key).is_multiple_of(self.one_in).then(|| 1.0 / self.one_in as f64)
     }
 }
 
@@ -287,7 +287,7 @@ pub struct PageHash {
 
 impl Scheme for PageHash {
     fn decide(&mut self, addr: u64, _size: u64) -> Option<f64> {
-        (mix64((addr >> 12) ^ self.key) % self.one_in == 0).then(|| 1.0 / self.one_in as f64)
+        mix64((addr >> 12) ^ self.key).is_multiple_of(self.one_in).then(|| 1.0 / self.one_in as f64)
     }
 }
 

@@ -274,7 +274,7 @@ pub(crate) fn walk_frame_pointers(marker: usize, buf: &mut [MaybeUninit<u64>]) -
     }
     // Frames up to and including the marker's are the profiler's own: follow them unrecorded.
     loop {
-        if fp % WORD != 0 || fp > last {
+        if !fp.is_multiple_of(WORD) || fp > last {
             return 0;
         }
         if fp > marker {
