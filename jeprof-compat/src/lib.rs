@@ -89,8 +89,8 @@
 //!   `--jeprof_names --keep_alloc_frames` gives jeprof's report byte for byte (goldens).
 //! - Memory: the text report ([`report::build_files`]) and the diff ([`diff::compare_files`]) read
 //!   dumps one stack at a time and keep what they add up, never a dump's stacks: `tests/memory.rs`
-//!   holds their peak resident size to 3 times the dump's size (plus the binary's own few
-//!   megabytes) on half a million stacks. A merge ([`merge::merge_stream`]) holds its result plus a
+//!   holds the growth of their peak resident size to 3 bytes per byte of dump, between a dump and
+//!   one ten times its size (half a million stacks) in the same run. A merge ([`merge::merge_stream`]) holds its result plus a
 //!   few chunks of dumps' figures and one dump per worker, whatever the number of dumps (the list
 //!   of dumps is read as it goes): `tests/merge_memory.rs` holds 4 times as many dumps to the same
 //!   peak. Folded stacks, flame graphs,
