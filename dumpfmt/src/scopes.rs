@@ -86,38 +86,6 @@ pub(crate) fn parse_scope_line(rest: &str) -> Option<(Estimate, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ScopeStack;
-
-    fn scoped(scope: &str, frames: &[u64], bytes: f64) -> ScopeStack {
-        ScopeStack {
-            scope: scope.into(),
-            frames: frames.to_vec(),
-            inuse: Estimate {
-                objects: 1.0,
-                bytes,
-                objects_variance: 0.5,
-                bytes_variance: bytes,
-            },
-        }
-    }
-
-    #[test]
-    fn a_scope_profile_holds_only_that_scopes_stacks_and_totals_sum_per_label() {
-        let mut p = Profile::new(512);
-        p.scopes = vec![
-            scoped("a", &[1, 2], 100.0),
-            scoped("b", &[1, 2], 50.0),
-            scoped("a", &[3], 10.0),
-        ];
-        let a = scope_profile(&p, "a");
-        assert_eq!(a.stacks.len(), 2);
-        assert_eq!(a.totals().inuse.bytes, 110.0);
-        assert_eq!(a.totals().accum.bytes, 0.0);
-        let totals = scope_totals(&p);
-        assert_eq!(totals["a"].bytes, 110.0);
-        assert_eq!(totals["b"].bytes, 50.0);
-        assert!(scope_profile(&p, "c").stacks.is_empty());
-    }
 
     #[test]
     fn a_scope_line_parses_back_its_figures_and_a_label_with_spaces() {

@@ -1,7 +1,7 @@
 //! Scope lines (`# scope …`, [`jeprof_dumpfmt::scopes`]) through the writer and the reader: they
 //! come back with their figures, and they are comments, so a dump is the same without them.
 
-use jeprof_dumpfmt::scopes::scope_totals;
+use jeprof_dumpfmt::scopes::{scope_profile, scope_totals};
 use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, WriteOptions};
 
 fn scoped(scope: &str, frames: &[u64], bytes: f64) -> ScopeStack {
@@ -57,4 +57,22 @@ fn scope_lines_survive_a_write_and_read_and_stay_comments() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(stripped, plain_text);
+}
+
+#[test]
+fn a_scope_profile_holds_only_that_scopes_stacks_and_totals_sum_per_label() {
+    let mut p = Profile::new(512);
+    p.scopes = vec![
+        scoped("a", &[1, 2], 100.0),
+        scoped("b", &[1, 2], 50.0),
+        scoped("a", &[3], 10.0),
+    ];
+    let a = scope_profile(&p, "a");
+    assert_eq!(a.stacks.len(), 2);
+    assert_eq!(a.totals().inuse.bytes, 110.0);
+    assert_eq!(a.totals().accum.bytes, 0.0);
+    let totals = scope_totals(&p);
+    assert_eq!(totals["a"].bytes, 110.0);
+    assert_eq!(totals["b"].bytes, 50.0);
+    assert!(scope_profile(&p, "c").stacks.is_empty());
 }

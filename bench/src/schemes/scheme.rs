@@ -261,7 +261,10 @@ pub struct Bernoulli {
 
 impl Scheme for Bernoulli {
     fn decide(&mut self, _addr: u64, _size: u64) -> Option<f64> {
-        self.rng.next_u64().is_multiple_of(self.one_in).then(|| 1.0 / self.one_in as f64)
+        self.rng
+            .next_u64()
+            .is_multiple_of(self.one_in)
+            .then(|| 1.0 / self.one_in as f64)
     }
 }
 
@@ -274,7 +277,9 @@ pub struct AddressHash {
 
 impl Scheme for AddressHash {
     fn decide(&mut self, addr: u64, _size: u64) -> Option<f64> {
-        mix64(addr ^ self.key).is_multiple_of(self.one_in).then(|| 1.0 / self.one_in as f64)
+        mix64(addr ^ self.key)
+            .is_multiple_of(self.one_in)
+            .then(|| 1.0 / self.one_in as f64)
     }
 }
 
@@ -287,7 +292,9 @@ pub struct PageHash {
 
 impl Scheme for PageHash {
     fn decide(&mut self, addr: u64, _size: u64) -> Option<f64> {
-        mix64((addr >> 12) ^ self.key).is_multiple_of(self.one_in).then(|| 1.0 / self.one_in as f64)
+        mix64((addr >> 12) ^ self.key)
+            .is_multiple_of(self.one_in)
+            .then(|| 1.0 / self.one_in as f64)
     }
 }
 

@@ -591,7 +591,9 @@ unsafe extern "C" fn extent_alloc(
                 Some(end) => (end & !(alignment - 1)) - base,
                 None => return std::ptr::null_mut(),
             }
-        } else if new_addr as usize == base + current && (new_addr as usize).is_multiple_of(alignment) {
+        } else if new_addr as usize == base + current
+            && (new_addr as usize).is_multiple_of(alignment)
+        {
             // In-place growth right at the end of what was handed out.
             current
         } else {
