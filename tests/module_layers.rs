@@ -12,6 +12,8 @@
 //! cargo test -p jeprof-conformance --test module_layers -- --nocapture
 //! ```
 //!
+//! With `MODULE_LAYERS_USES=1` it also prints, for each top-level module, the siblings it uses.
+//!
 //! Paths inside macro invocations (`format!(…)`) and doc comments are not seen: they do not make a
 //! module depend on another.
 
@@ -307,6 +309,12 @@ fn check(name: &str, root: &str) {
             Ok(order) => {
                 if parent.is_empty() {
                     top = order;
+                    if std::env::var_os("MODULE_LAYERS_USES").is_some() {
+                        for (module, uses) in &graph {
+                            let uses: Vec<&String> = uses.keys().collect();
+                            println!("  {module} uses {uses:?}");
+                        }
+                    }
                 }
             }
             Err(cycle) => {
