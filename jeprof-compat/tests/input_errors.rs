@@ -55,8 +55,8 @@ fn a_binary_whose_name_no_mapping_has_is_an_error_naming_the_mappings() {
     std::fs::copy(fixture("prog"), &renamed).unwrap();
     let renamed = renamed.to_str().unwrap();
     for (dump, mapped) in [
-        ("nonpie.heap", "/work/main/fixtures/compat/prog"),
-        ("pie.heap", "/work/main/fixtures/compat/prog_pie"),
+        ("nonpie.heap", "/opt/app/prog"),
+        ("pie.heap", "/opt/app/prog_pie"),
     ] {
         let dump = fixture(dump);
         let want = format!(
