@@ -25,6 +25,7 @@ pub const DEFAULT_PEAK_GROWTH: f64 = 1.1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum UnwinderChoice {
+    /// `unwinder:auto`; as [`auto_unwinder`]'s outcome, not probed yet.
     Auto = 0,
     FramePointer = 1,
     Backtrace = 2,
@@ -59,8 +60,8 @@ struct Settings {
     seeded: AtomicBool,
     symbolize: AtomicBool,
     unwinder: AtomicU8,
-    /// What `unwinder:auto` resolved to, as the capture module's `AutoUnwinder` (0: not probed
-    /// yet); see [`auto_unwinder_slot`].
+    /// What `unwinder:auto` resolved to, an [`UnwinderChoice`] (`Auto`: not probed yet); see
+    /// [`auto_unwinder`].
     auto_unwinder: AtomicU8,
 }
 
@@ -193,12 +194,19 @@ pub(crate) fn set_unwinder_choice(choice: UnwinderChoice) {
     SETTINGS.unwinder.store(choice as u8, Ordering::Relaxed);
 }
 
-/// Where the stack-capture module keeps what `unwinder:auto` resolved to. The meaning of its byte,
-/// the conversion and the orderings are that module's (`AutoUnwinder`); the byte lives here, in
-/// the settings' cache line, because the sampled path reads it on every sample with the
-/// `unwinder` setting beside it.
-pub(crate) fn auto_unwinder_slot() -> &'static AtomicU8 {
-    &SETTINGS.auto_unwinder
+/// What `unwinder:auto` resolved to: the stack-capture module probes the unwinders at first use
+/// and stores the outcome here, `Auto` until then. It lives in the settings' cache line because the
+/// sampled path reads it on every sample with the `unwinder` setting beside it.
+pub(crate) fn auto_unwinder() -> UnwinderChoice {
+    // Ordering: a cached, idempotent probe result, read on its own.
+    UnwinderChoice::from_u8(SETTINGS.auto_unwinder.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_auto_unwinder(outcome: UnwinderChoice) {
+    // Ordering: racing probes store the same value; it publishes no other memory.
+    SETTINGS
+        .auto_unwinder
+        .store(outcome as u8, Ordering::Relaxed);
 }
 
 pub(crate) fn arena_size() -> usize {
@@ -280,4 +288,21 @@ pub(crate) fn set_dump_final(on: bool) {
 /// Whether any setting asks for dumps written by the background writer (interval or peak).
 pub(crate) fn wants_writer() -> bool {
     dump_interval() != 0 || dump_peak() > 0.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unwinder_choice_reads_back_as_stored() {
+        for choice in [
+            UnwinderChoice::Auto,
+            UnwinderChoice::FramePointer,
+            UnwinderChoice::Backtrace,
+            UnwinderChoice::EhFrame,
+        ] {
+            assert_eq!(UnwinderChoice::from_u8(choice as u8), choice);
+        }
+    }
 }

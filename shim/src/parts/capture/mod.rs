@@ -19,10 +19,9 @@
 //!   takes a process-wide lock.
 //!
 //! [`current_unwinder`] says which one the `unwinder` setting selects; for `unwinder:auto` this
-//! module probes them once and keeps the outcome ([`AutoUnwinder`]).
+//! module probes them once and keeps the outcome ([`settings::auto_unwinder`]).
 
 use std::mem::MaybeUninit;
-use std::sync::atomic::Ordering;
 use std::sync::RwLock;
 
 use crate::base::settings::{self, UnwinderChoice};
@@ -49,35 +48,6 @@ pub enum Unwinder {
 /// never born while another thread holds libgcc's unwinder lock.
 pub(crate) static UNWIND_LOCK: RwLock<()> = RwLock::new(());
 
-/// What `unwinder:auto` resolved to. Kept as its discriminant (`auto as u8`) in the `AtomicU8`
-/// of [`settings::auto_unwinder_slot`]; [`AutoUnwinder::from_u8`] converts back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum AutoUnwinder {
-    /// Not probed yet: the slot's initial 0.
-    NotProbed = 0,
-    /// Frame pointers are complete: [`Unwinder::FramePointer`].
-    FramePointer = 1,
-    /// Neither frame pointers nor the `.eh_frame` unwinder agree with libgcc:
-    /// [`Unwinder::Backtrace`].
-    Backtrace = 2,
-    /// The `.eh_frame` unwinder agrees with libgcc: [`Unwinder::EhFrame`].
-    EhFrame = 3,
-}
-
-impl AutoUnwinder {
-    /// The inverse of `as u8`. Only [`auto_unwinder`] stores the slot, and only this type's
-    /// discriminants; any other byte would read as not probed, which only runs the probe again.
-    fn from_u8(v: u8) -> AutoUnwinder {
-        match v {
-            1 => AutoUnwinder::FramePointer,
-            2 => AutoUnwinder::Backtrace,
-            3 => AutoUnwinder::EhFrame,
-            _ => AutoUnwinder::NotProbed,
-        }
-    }
-}
-
 /// The unwinder in use now: the one the `unwinder` setting names, `auto` resolved by
 /// [`auto_unwinder`].
 pub(crate) fn current_unwinder() -> Unwinder {
@@ -92,25 +62,22 @@ pub(crate) fn current_unwinder() -> Unwinder {
 /// `unwinder:auto`: probed at first use, then read back. Frame pointers when complete (cheapest);
 /// else the `.eh_frame` tables; libgcc only when neither agrees with it.
 fn auto_unwinder() -> Unwinder {
-    let slot = settings::auto_unwinder_slot();
-    // Ordering: a cached, idempotent probe result, read on its own.
-    let mut probed = AutoUnwinder::from_u8(slot.load(Ordering::Relaxed));
-    if probed == AutoUnwinder::NotProbed {
+    let mut probed = settings::auto_unwinder();
+    if probed == UnwinderChoice::Auto {
         let _guard = Guard::enter();
         probed = if frame_pointers_work() {
-            AutoUnwinder::FramePointer
+            UnwinderChoice::FramePointer
         } else if eh_frame_works() {
-            AutoUnwinder::EhFrame
+            UnwinderChoice::EhFrame
         } else {
-            AutoUnwinder::Backtrace
+            UnwinderChoice::Backtrace
         };
-        // Ordering: racing probes store the same value; it publishes no other memory.
-        slot.store(probed as u8, Ordering::Relaxed);
+        settings::set_auto_unwinder(probed);
     }
     match probed {
-        AutoUnwinder::FramePointer => Unwinder::FramePointer,
-        AutoUnwinder::EhFrame => Unwinder::EhFrame,
-        AutoUnwinder::Backtrace | AutoUnwinder::NotProbed => Unwinder::Backtrace,
+        UnwinderChoice::FramePointer => Unwinder::FramePointer,
+        UnwinderChoice::EhFrame => Unwinder::EhFrame,
+        UnwinderChoice::Backtrace | UnwinderChoice::Auto => Unwinder::Backtrace,
     }
 }
 
@@ -347,18 +314,6 @@ mod tests {
         let marker = 0u8;
         let marker = std::hint::black_box(&marker) as *const u8 as usize;
         capture(unwinder, marker, buf)
-    }
-
-    #[test]
-    fn auto_unwinder_reads_back_every_outcome_it_stores() {
-        for outcome in [
-            AutoUnwinder::NotProbed,
-            AutoUnwinder::FramePointer,
-            AutoUnwinder::Backtrace,
-            AutoUnwinder::EhFrame,
-        ] {
-            assert_eq!(AutoUnwinder::from_u8(outcome as u8), outcome);
-        }
     }
 
     #[test]
