@@ -181,7 +181,9 @@ fn write_symbols(out: &mut impl Write, symbols: &SymbolTable) -> Result<(), Erro
         writeln!(out, "{}{binary}", syntax::BINARY)?;
     }
     for (address, names) in &symbols.names {
-        if names.is_empty() {
+        // jeprof's symbol line is `0x<address>\s+(.+)`: there is no way to write an address whose
+        // names are all blank. It is left out, and reads back unsymbolized, as jeprof shows it.
+        if names.iter().all(|name| name.trim().is_empty()) {
             continue;
         }
         write!(out, "0x{address:016x} ")?;
@@ -585,5 +587,25 @@ mod tests {
         assert!(text.contains("# line 0x0000000000001000 2 7 src/my dir/a--b.rs\n"));
         let back = crate::read::parse(text.as_bytes()).unwrap();
         assert_eq!(back.symbols, Some(symbols));
+    }
+
+    #[test]
+    fn an_address_whose_names_are_blank_is_left_out_and_the_dump_reads_back() {
+        use crate::SymbolTable;
+        let period = 1 << 19;
+        let mut profile = Profile::new(period);
+        profile
+            .stacks
+            .push(stack_of(vec![0x1000, 0x2000], 4096.0, 1, period));
+        let mut symbols = SymbolTable::default();
+        symbols.names.insert(0x1000, vec![String::new()]);
+        symbols.names.insert(0x2000, vec!["main".into()]);
+        profile.symbols = Some(symbols);
+
+        let text = to_string(&profile, &WriteOptions::default()).unwrap();
+        let back = crate::read::parse(text.as_bytes()).unwrap();
+        let names = back.symbols.unwrap().names;
+        assert_eq!(names.get(&0x1000), None);
+        assert_eq!(names.get(&0x2000), Some(&vec!["main".to_string()]));
     }
 }

@@ -17,11 +17,23 @@ pub enum NameStyle {
 }
 
 /// Demangles `raw` (Rust legacy or v0, or C++) and applies `style`.
+///
+/// Under [`NameStyle::Clean`] a name that shortening would leave blank (a symbol that is all
+/// argument list, `(void*)`) stays whole: an empty name says nothing, and a dump cannot carry one
+/// (jeprof's symbol line is `0x<address>\s+(.+)`). [`NameStyle::Jeprof`] shortens as jeprof does,
+/// to nothing if need be.
 pub fn clean(raw: &str, style: NameStyle) -> String {
     let name = demangle(raw);
     match style {
         NameStyle::Jeprof => short_function_name(&name),
-        NameStyle::Clean if has_argument_list(&name) => short_function_name(&name),
+        NameStyle::Clean if has_argument_list(&name) => {
+            let short = short_function_name(&name);
+            if short.trim().is_empty() {
+                name
+            } else {
+                short
+            }
+        }
         NameStyle::Clean => name,
     }
 }
@@ -136,6 +148,13 @@ pub use jeprof_dumpfmt::frames::{is_uninteresting, SkipRules, JEPROF_SKIP};
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clean_name_that_would_shorten_to_nothing_stays_whole() {
+        assert_eq!(clean("(void*)", NameStyle::Clean), "(void*)");
+        assert_eq!(clean("(void*)", NameStyle::Jeprof), "");
+        assert_eq!(clean("f(int) const", NameStyle::Clean), "f");
+    }
 
     #[test]
     fn short_function_name_strips_arguments_and_templates_like_jeprof() {
