@@ -96,22 +96,23 @@ pub(crate) fn parse_line(rest: &str) -> Result<(String, String), &'static str> {
     Ok((key.to_string(), value.to_string()))
 }
 
-/// `time` as RFC 3339 in UTC to the second (`2026-11-24T08:30:00Z`); times before 1970 are
-/// written as 1970-01-01T00:00:00Z.
+/// `time` as RFC 3339 in UTC to the microsecond (`2026-11-24T08:30:00.250000Z`); times before 1970
+/// are written as 1970-01-01T00:00:00.000000Z. Sub-second, so that a series of dumps taken within
+/// one second still orders by time (`jeprof-compat leaks`).
 ///
 /// Written with `std` arithmetic (the civil-from-days conversion below) rather than a date crate:
 /// the shim calls it while writing a dump, under the allocator, and it is a dozen lines.
 pub fn rfc3339_utc(time: SystemTime) -> String {
-    let secs = time
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
         rem / 3600,
         rem / 60 % 60,
-        rem % 60
+        rem % 60,
+        since.subsec_micros()
     )
 }
 
@@ -238,15 +239,15 @@ mod tests {
 
     #[test]
     fn rfc3339_formats_known_moments_and_parses_them_back() {
-        for (secs, text) in [
-            (0i64, "1970-01-01T00:00:00Z"),
-            (951_782_400, "2000-02-29T00:00:00Z"),
-            (1_795_509_000, "2026-11-24T08:30:00Z"),
-            (4_107_542_399, "2100-02-28T23:59:59Z"),
+        for (micros, text) in [
+            (0i64, "1970-01-01T00:00:00.000000Z"),
+            (951_782_400_000_000, "2000-02-29T00:00:00.000000Z"),
+            (1_795_509_000_250_000, "2026-11-24T08:30:00.250000Z"),
+            (4_107_542_399_999_999, "2100-02-28T23:59:59.999999Z"),
         ] {
-            let time = UNIX_EPOCH + Duration::from_secs(secs as u64);
+            let time = UNIX_EPOCH + Duration::from_micros(micros as u64);
             assert_eq!(rfc3339_utc(time), text);
-            assert_eq!(parse_rfc3339(text), Some(secs * 1_000_000), "{text}");
+            assert_eq!(parse_rfc3339(text), Some(micros), "{text}");
         }
         // Every day over four centuries round-trips through the two conversions.
         for day in -200_000..200_000 {

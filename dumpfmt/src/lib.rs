@@ -74,6 +74,7 @@ pub mod encode;
 pub mod error;
 pub mod frames;
 pub mod labels;
+pub mod leaks;
 pub mod maps;
 pub mod math;
 pub mod model;

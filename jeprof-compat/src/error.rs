@@ -80,6 +80,9 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// [`crate::leaks`]: the dumps do not make one process's series the test can read (too few in
+    /// its window, several processes) or its options are out of range; or its chart failed.
+    Series(String),
     /// A label given on the command line (`--label KEY=VALUE`) that cannot be one.
     Label {
         /// The label as given.
@@ -165,6 +168,7 @@ impl fmt::Display for Error {
                     None => write!(f, "{list}: {reason}"),
                 }
             }
+            Error::Series(reason) => write!(f, "leaks: {reason}"),
             Error::Label { label, reason } => write!(
                 f,
                 "--label {label:?}: {reason} (KEY is [A-Za-z0-9_.-]+, VALUE any text on one line)"
@@ -195,6 +199,7 @@ impl std::error::Error for Error {
             | Error::BinaryMatchesNoMapping { .. }
             | Error::ProgramAsDump { .. }
             | Error::InputList { .. }
+            | Error::Series(_)
             | Error::Label { .. }
             | Error::Output { .. }
             | Error::Query { .. } => None,

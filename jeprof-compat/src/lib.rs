@@ -125,6 +125,7 @@ pub mod views;
 
 pub mod diff;
 pub mod export;
+pub mod leaks;
 pub mod merge;
 pub mod pprof;
 #[cfg(feature = "sql")]

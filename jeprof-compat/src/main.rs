@@ -24,6 +24,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Merge(args) => commands::merge::run(args),
         Command::Pprof(args) => commands::pprof::run(args),
         Command::Diff(args) => commands::diff::run(args),
+        Command::Leaks(args) => commands::leaks::run(args),
         Command::Export(args) => commands::export::run(args),
         Command::Query(args) => commands::query::run(args),
     }

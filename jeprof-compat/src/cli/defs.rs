@@ -37,6 +37,9 @@ pub(crate) enum Command {
     /// Per-function change from BASE to NEW, with its 95% interval and a flag when it is significant.
     #[command(after_help = help::DIFF)]
     Diff(DiffArgs),
+    /// Leak suspects in one process's series of dumps: the sites still growing, with their rates.
+    #[command(after_help = help::LEAKS)]
+    Leaks(LeaksArgs),
     /// Write the dumps as rows of unbiased figures (Parquet, schema v1) for any SQL engine.
     #[command(after_help = help::EXPORT)]
     Export(ExportArgs),
@@ -334,6 +337,77 @@ pub(crate) struct DiffArgs {
     pub(crate) attribution: AttributionArgs,
     #[command(flatten)]
     pub(crate) common: Common,
+}
+
+#[derive(Args)]
+pub(crate) struct LeaksArgs {
+    /// One process's dumps, in any order (ordered by their time label, else by name).
+    #[arg(required = true, value_name = "DUMP")]
+    pub(crate) dumps: Vec<PathBuf>,
+    /// A site per stack (root;...;leaf) rather than per user frame.
+    #[arg(long = "per-stack", alias = "per_stack")]
+    pub(crate) per_stack: bool,
+    /// False discovery rate over all sites (Benjamini-Hochberg).
+    #[arg(long, value_name = "RATE", default_value_t = 0.05)]
+    pub(crate) fdr: f64,
+    /// The recent part of the series that must keep growing, as a fraction of its time span.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
+    pub(crate) window: f64,
+    /// How many consecutive steps of the window the floor must rise over.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub(crate) steps: usize,
+    /// Read at most N dumps, spread evenly over the series' time span.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub(crate) points: usize,
+    /// The process's heap limit (bytes; or with K, M, G, Ki, Mi, Gi): adds when it is reached.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub(crate) limit: Option<f64>,
+    /// Print JSON (an object with a `suspects` array) instead of the table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Also write live bytes over time of the top sites, suspects marked, to OUT.svg.
+    #[arg(long, value_name = "OUT.svg")]
+    pub(crate) svg: Option<PathBuf>,
+    /// Only stacks with a frame whose function (or 16-digit address) matches REGEX.
+    #[arg(long, value_name = "REGEX")]
+    pub(crate) focus: Option<String>,
+    #[command(flatten)]
+    pub(crate) attribution: AttributionArgs,
+    #[command(flatten)]
+    pub(crate) common: Common,
+}
+
+/// A byte count: digits, optionally a decimal fraction, and a unit (K, M, G, T: powers of 1000;
+/// Ki, Mi, Gi, Ti: powers of 1024; an optional trailing B).
+fn parse_bytes(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" => 1.0,
+        "K" | "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} (K, M, G, T, Ki, Mi, Gi, Ti)"
+            ))
+        }
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n > 0.0 && n.is_finite() => Ok(n * scale),
+        _ => Err(format!(
+            "{text:?} is not a positive byte count such as 8G or 2147483648"
+        )),
+    }
 }
 
 /// `query` in a build without the SQL engine: takes whatever was given, to say what to do instead.

@@ -23,6 +23,8 @@ Examples:
   jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top app.pb.gz
   # what grew, and is it more than noise?
   jeprof-compat diff before.heap after.heap
+  # which sites are still growing, over a series of dumps?
+  jeprof-compat leaks dumps/*.heap
   # rows for DuckDB, Spark, ClickHouse...
   jeprof-compat export -o fleet.parquet /dumps/*.heap
 
@@ -95,6 +97,26 @@ Example:
 A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent, \
 which overstates the noise for two dumps of one process: flagged changes are real.";
 
+/// `jeprof-compat leaks --help`.
+pub(crate) const LEAKS: &str = "\
+Examples:
+  # the shim's interval dumps of one process
+  jeprof-compat leaks /var/tmp/app.*.heap
+  jeprof-compat leaks --limit 8G --svg leaks.svg dumps/*.heap
+  jeprof-compat leaks --json --per-stack dumps/*.heap | jq '.suspects[0]'
+
+A site (a stack's user frame, or the stack with --per-stack) is a suspect when its floor, the least \
+it holds from a moment on, rose over each of the last --steps steps of the last --window of the \
+series: a store that grew at warm-up and then stayed, a cache that fills and empties and a burst \
+that came and went are not. Each step is a one-sided test of every later dump against the step's \
+start, with a variance that accounts for samples shared between dumps of one process; the false \
+discovery rate over all sites is held at --fdr (Benjamini-Hochberg). Figures: growth per hour (per \
+dump when some dump has no time label) with its 95% interval; live bytes in the last dump; when the \
+rise began; with --limit, when the process's heap (every stack) would reach the limit if that site \
+alone kept growing, with the range from the rate's interval. A slow leak needs more samples to show: \
+lower the sample period (sample_rate) or take more dumps over a longer time. docs/design.md \
+section 18 has the test and why it is valid.";
+
 /// `jeprof-compat export --help`.
 pub(crate) const EXPORT: &str = "\
 Examples:
@@ -144,6 +166,7 @@ mod tests {
         ("merge", MERGE),
         ("pprof", PPROF),
         ("diff", DIFF),
+        ("leaks", LEAKS),
         ("export", EXPORT),
         ("query", QUERY),
     ];

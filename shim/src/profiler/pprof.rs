@@ -80,7 +80,7 @@ pub(crate) fn process_labels() -> Vec<(String, String)> {
 }
 
 /// The labels every dump carries ([`jeprof_dumpfmt::Profile::labels`]): [`process_labels`] and
-/// `time`, the dump's moment (RFC 3339, UTC, to the second). A line break in a value (a host or
+/// `time`, the dump's moment (RFC 3339, UTC, to the microsecond). A line break in a value (a host or
 /// service name can hold anything) becomes a space, as a label value cannot hold one.
 pub(crate) fn dump_labels(time: SystemTime) -> Vec<(String, String)> {
     let mut labels = process_labels();
@@ -153,7 +153,10 @@ mod tests {
         assert_eq!(process, process_labels().as_slice());
         assert_eq!(
             time,
-            &("time".to_string(), "2026-11-24T08:30:00Z".to_string())
+            &(
+                "time".to_string(),
+                "2026-11-24T08:30:00.000000Z".to_string()
+            )
         );
         let mut profile = Profile::new(1);
         profile.labels = labels;

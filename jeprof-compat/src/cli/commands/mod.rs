@@ -3,6 +3,7 @@
 
 pub(crate) mod diff;
 pub(crate) mod export;
+pub(crate) mod leaks;
 pub(crate) mod merge;
 pub(crate) mod pprof;
 pub(crate) mod query;

@@ -1,0 +1,603 @@
+//! Leak suspects in one process's series of dumps (`jeprof-compat leaks`): the sites whose live
+//! bytes are still growing, found by [`jeprof_dumpfmt::leaks`]'s test with the false discovery
+//! rate held over all sites, each with its growth rate, live bytes, when the rise began and, given
+//! a limit, when the process would reach it.
+//!
+//! A *site* is a stack's user frame (the function a report charges flat to, under the report's
+//! attribution) or, per stack, the stack's shown functions. Dumps are ordered by their `time`
+//! label (ties by file name), or by file name when some have none; then the series is a sequence of
+//! steps and rates are per dump.
+//!
+//! Reading is two passes: every dump is read once, one stack at a time, for its labels (which also
+//! checks every file before any work); then at most [`LeakOptions::points`] dumps spread evenly
+//! over the series' time span are resolved, and a site's series is one [`Point`] per dump read.
+//! The test compares dumps at a few checkpoints with every dump after them, so the dumps left out
+//! between those read change little but the cost: memory is `sites × points × 40` bytes whatever
+//! the number of dumps.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use jeprof_dumpfmt::leaks::{self as test, Plan, Point, Trend};
+use rayon::prelude::*;
+
+use crate::error::Error;
+use crate::input::{read_dump_stacks, ReadPolicy};
+use crate::load::load;
+use crate::report::ReportOptions;
+use crate::report::{frame_functions, shown_frames};
+use crate::symbolize::{ResolvedProfile, SymbolizeOptions};
+
+/// What `leaks` looks for, and how.
+#[derive(Debug, Clone)]
+pub struct LeakOptions {
+    /// The test's window, steps and false discovery rate.
+    pub test: test::LeakOptions,
+    /// A site per stack rather than per user frame.
+    pub per_stack: bool,
+    /// At most this many dumps are resolved (at least 4).
+    pub points: usize,
+    /// The process's heap limit, for the projected time until it is reached.
+    pub limit: Option<f64>,
+    /// How stacks are charged ([`ReportOptions::attribution`], skip rules, `--focus`).
+    pub report: ReportOptions,
+}
+
+impl Default for LeakOptions {
+    fn default() -> LeakOptions {
+        LeakOptions {
+            test: test::LeakOptions::default(),
+            per_stack: false,
+            points: 64,
+            limit: None,
+            report: ReportOptions {
+                attribution: crate::attribution::Attribution::user_code(),
+                ..ReportOptions::default()
+            },
+        }
+    }
+}
+
+/// One dump of the series: where it is and when it was taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesDump {
+    /// The file.
+    pub path: PathBuf,
+    /// Its `time` label in microseconds since 1970, if it has one.
+    pub time: Option<i64>,
+}
+
+/// A site's series and its trend.
+#[derive(Debug, Clone)]
+pub struct Site {
+    /// The user frame, or the stack (`root;…;leaf`) per stack.
+    pub name: String,
+    /// Live bytes in each dump read.
+    pub bytes: Vec<f64>,
+    /// The test's verdict and the figures.
+    pub trend: Trend,
+    /// Found by Benjamini–Hochberg at the chosen rate.
+    pub suspect: bool,
+}
+
+/// What `leaks` found.
+#[derive(Debug, Clone)]
+pub struct LeakReport {
+    /// The dumps read (a selection of [`LeakReport::series`]), in order.
+    pub read: Vec<SeriesDump>,
+    /// Every dump of the series, in order.
+    pub series: Vec<SeriesDump>,
+    /// Whether the times are the dumps' labels (else steps: dump 0, 1, …).
+    pub timed: bool,
+    /// The times of the dumps read, in seconds from the first (steps when untimed).
+    pub times: Vec<f64>,
+    /// The steps the test used.
+    pub steps: usize,
+    /// The process's live bytes in the last dump (every stack, allocator frames included).
+    pub total_now: f64,
+    /// Every site seen, suspects first (by rate, descending), then by live bytes now.
+    pub sites: Vec<Site>,
+    /// The options.
+    pub options: LeakOptions,
+}
+
+impl LeakReport {
+    /// The suspects, fastest growing first.
+    pub fn suspects(&self) -> impl Iterator<Item = &Site> {
+        self.sites.iter().filter(|s| s.suspect)
+    }
+}
+
+/// Reads every dump for its labels and orders the series (module docs). The dumps must come from
+/// one process: dumps whose `pid` or `hostname` labels differ are an error.
+pub fn order_series(
+    paths: &[PathBuf],
+    policy: &ReadPolicy<'_>,
+) -> Result<(Vec<SeriesDump>, bool), Error> {
+    let labels: Vec<Vec<(String, String)>> = paths
+        .par_iter()
+        .map(|p| Ok(read_dump_stacks(p, policy, |_, _| {})?.labels))
+        .collect::<Result<_, Error>>()?;
+    for key in ["pid", "hostname"] {
+        let mut seen: Vec<(&str, &Path)> = Vec::new();
+        for (l, p) in labels.iter().zip(paths) {
+            if let Some(v) = jeprof_dumpfmt::labels::get(l, key) {
+                if !seen.iter().any(|(s, _)| *s == v) {
+                    seen.push((v, p));
+                }
+            }
+        }
+        if seen.len() > 1 {
+            return Err(Error::Series(format!(
+                "the dumps come from more than one process: label {key} is {:?} in {} and {:?} \
+                 in {}; leaks reads one process's series (a fleet's: the SQL view \
+                 leak_trend over export's rows)",
+                seen[0].0,
+                seen[0].1.display(),
+                seen[1].0,
+                seen[1].1.display()
+            )));
+        }
+    }
+    let mut series: Vec<SeriesDump> = paths
+        .iter()
+        .zip(&labels)
+        .map(|(path, l)| SeriesDump {
+            path: path.clone(),
+            time: jeprof_dumpfmt::labels::get(l, "time")
+                .and_then(jeprof_dumpfmt::labels::parse_rfc3339),
+        })
+        .collect();
+    let timed = series.iter().all(|d| d.time.is_some());
+    if timed {
+        series.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.path.cmp(&b.path)));
+    } else {
+        series.sort_by(|a, b| a.path.cmp(&b.path));
+    }
+    Ok((series, timed))
+}
+
+/// At most `points` indexes of `times` (ascending), spread evenly over their span: for each of
+/// `points` evenly spaced moments the first dump at or after it, the first and last always.
+pub fn spread(times: &[f64], points: usize) -> Vec<usize> {
+    if times.len() <= points {
+        return (0..times.len()).collect();
+    }
+    let (first, last) = (times[0], times[times.len() - 1]);
+    let mut chosen: Vec<usize> = (0..points)
+        .map(|k| {
+            let at = first + (last - first) * k as f64 / (points - 1) as f64;
+            times.partition_point(|&t| t < at).min(times.len() - 1)
+        })
+        .collect();
+    chosen.push(times.len() - 1);
+    chosen.dedup();
+    chosen
+}
+
+/// Finds the leak suspects of one process's series of dump files (module docs).
+pub fn find_leaks(
+    paths: &[PathBuf],
+    symbolize: &SymbolizeOptions,
+    options: &LeakOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<LeakReport, Error> {
+    options.test.validate()?;
+    if options.points < 4 {
+        return Err(Error::Series(format!(
+            "--points must be at least 4, got {}",
+            options.points
+        )));
+    }
+    let (series, timed) = order_series(paths, policy)?;
+    let all_times: Vec<f64> = match series.first().and_then(|d| d.time) {
+        Some(t0) if timed => series
+            .iter()
+            .map(|d| (d.time.unwrap_or(t0) - t0) as f64 / 1e6)
+            .collect(),
+        _ => (0..series.len()).map(|i| i as f64).collect(),
+    };
+    let chosen = spread(&all_times, options.points);
+    let times: Vec<f64> = chosen.iter().map(|&i| all_times[i]).collect();
+    let plan = Plan::new(&times, &options.test).map_err(|e| {
+        Error::Series(format!(
+            "{} dumps ({}): {e}",
+            series.len(),
+            if timed {
+                "ordered by their time labels"
+            } else {
+                "ordered by name: not every dump has a time label"
+            }
+        ))
+    })?;
+    let read: Vec<SeriesDump> = chosen.iter().map(|&i| series[i].clone()).collect();
+
+    // One dump resolved at a time (in parallel), reduced to its sites' points at once.
+    let per_dump: Vec<(HashMap<String, Point>, f64)> = read
+        .par_iter()
+        .map(|d| {
+            let profile = load(&d.path, symbolize, policy)?;
+            Ok(site_points(&profile, options))
+        })
+        .collect::<Result<_, Error>>()?;
+    let total_now = per_dump.last().map_or(0.0, |(_, total)| *total);
+    let mut by_site: HashMap<String, Vec<Point>> = HashMap::new();
+    for (i, (points, _)) in per_dump.into_iter().enumerate() {
+        for (name, point) in points {
+            by_site
+                .entry(name)
+                .or_insert_with(|| vec![Point::default(); read.len()])[i] = point;
+        }
+    }
+    let mut sites: Vec<Site> = by_site
+        .into_iter()
+        .map(|(name, points)| Site {
+            trend: test::trend(&plan, &points),
+            bytes: points.iter().map(|p| p.bytes).collect(),
+            name,
+            suspect: false,
+        })
+        .collect();
+    let p_values: Vec<f64> = sites.iter().map(|s| s.trend.p_value).collect();
+    for (site, found) in sites
+        .iter_mut()
+        .zip(test::benjamini_hochberg(&p_values, options.test.fdr))
+    {
+        site.suspect = found;
+    }
+    sites.sort_by(|a, b| {
+        b.suspect
+            .cmp(&a.suspect)
+            .then_with(|| {
+                if a.suspect {
+                    b.trend.rate.total_cmp(&a.trend.rate)
+                } else {
+                    b.trend.live.total_cmp(&a.trend.live)
+                }
+            })
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    Ok(LeakReport {
+        read,
+        series,
+        timed,
+        times,
+        steps: plan.steps(),
+        total_now,
+        sites,
+        options: options.clone(),
+    })
+}
+
+/// A dump's sites and their points, and the dump's live total (every stack).
+fn site_points(profile: &ResolvedProfile, options: &LeakOptions) -> (HashMap<String, Point>, f64) {
+    let report = &options.report;
+    let accumulates = profile.stacks.iter().any(|s| s.counts.accum.objects > 0.0);
+    let mut sites: HashMap<String, Point> = HashMap::new();
+    let mut total = 0.0;
+    for stack in &profile.stacks {
+        total += stack.counts.inuse.bytes;
+        let Some(frames) = shown_frames(&stack.frames, report) else {
+            continue;
+        };
+        let functions: Vec<String> = frames
+            .iter()
+            .flat_map(|f| frame_functions(f, report))
+            .collect();
+        let attribution = &report.attribution;
+        let cut = attribution.cut(
+            functions.len(),
+            |i| attribution.hides(&functions[i]),
+            |i| attribution.shows_from(&functions[i]),
+        );
+        if cut.shown == 0 {
+            continue;
+        }
+        let name = if options.per_stack {
+            let mut shown: Vec<&str> = functions[..cut.shown].iter().map(String::as_str).collect();
+            shown.reverse();
+            shown.join(";")
+        } else {
+            functions[cut.flat.min(cut.shown - 1)].clone()
+        };
+        let point = Point::of_counts(&stack.counts, profile.sample_period, accumulates);
+        sites.entry(name).or_default().add(&point);
+    }
+    (sites, total)
+}
+
+/// `bytes` as the table prints them: `12.3 MB` (10⁶), `512 B` below a kilobyte.
+pub fn human_bytes(bytes: f64) -> String {
+    let magnitude = bytes.abs();
+    if magnitude >= 1e9 {
+        format!("{:.2} GB", bytes / 1e9)
+    } else if magnitude >= 1e6 {
+        format!("{:.1} MB", bytes / 1e6)
+    } else if magnitude >= 1e3 {
+        format!("{:.1} kB", bytes / 1e3)
+    } else {
+        format!("{bytes:.0} B")
+    }
+}
+
+fn human_duration(seconds: f64) -> String {
+    if seconds >= 2.0 * 86_400.0 {
+        format!("{:.1} d", seconds / 86_400.0)
+    } else if seconds >= 7_200.0 {
+        format!("{:.1} h", seconds / 3_600.0)
+    } else if seconds >= 120.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
+impl LeakReport {
+    /// Rates are per hour when timed, else per dump.
+    fn rate_unit(&self) -> (f64, &'static str) {
+        if self.timed {
+            (3_600.0, "/h")
+        } else {
+            (1.0, "/dump")
+        }
+    }
+
+    /// When the rise began, as the table and JSON give it: an RFC 3339 time, or `dump N`.
+    fn started(&self, site: &Site) -> String {
+        let index = self
+            .times
+            .iter()
+            .position(|&t| t == site.trend.started)
+            .unwrap_or(0);
+        match self.read[index].time {
+            Some(micros) if self.timed => jeprof_dumpfmt::labels::rfc3339_utc(
+                std::time::UNIX_EPOCH + std::time::Duration::from_micros(micros.max(0) as u64),
+            ),
+            _ => format!("dump {}", self.position_in_series(index)),
+        }
+    }
+
+    /// The position in the whole series of the `index`th dump read.
+    fn position_in_series(&self, index: usize) -> usize {
+        let path = &self.read[index].path;
+        self.series
+            .iter()
+            .position(|d| &d.path == path)
+            .unwrap_or(0)
+    }
+
+    /// The time (or steps) from the last dump until the process reaches `limit` at `site`'s rate.
+    fn time_to_limit(&self, site: &Site) -> Option<(f64, f64, Option<f64>)> {
+        site.trend.time_to(self.total_now, self.options.limit?)
+    }
+
+    /// The table `leaks` prints.
+    pub fn write_text(&self, mut out: impl io::Write) -> io::Result<()> {
+        let (scale, unit) = self.rate_unit();
+        let suspects: Vec<&Site> = self.suspects().collect();
+        let span = self.times.last().copied().unwrap_or(0.0);
+        let over = if self.timed {
+            format!("over {}", human_duration(span))
+        } else {
+            "ordered by name (not every dump has a time label)".to_string()
+        };
+        writeln!(
+            out,
+            "Leak suspects: {} of {} {} (false discovery rate {}%), from {} of {} dumps {over}; \
+             still growing over the last {:.0}% of the series in each of {} steps",
+            suspects.len(),
+            self.sites.len(),
+            if self.options.per_stack {
+                "stacks"
+            } else {
+                "functions"
+            },
+            self.options.test.fdr * 100.0,
+            self.read.len(),
+            self.series.len(),
+            self.options.test.window * 100.0,
+            self.steps,
+        )?;
+        if suspects.is_empty() {
+            writeln!(out, "No site's live bytes are still growing.")?;
+            return Ok(());
+        }
+        let limit = self.options.limit;
+        let mut header = format!(
+            "{:>32}  {:>30}  {:<27}",
+            format!("growth{unit} (95%)"),
+            "live now (95%)",
+            "started"
+        );
+        if let Some(limit) = limit {
+            let _ = write!(
+                header,
+                "  {:>28}",
+                format!("{} reached in", human_bytes(limit))
+            );
+        }
+        writeln!(out, "{header}  {}", self.site_word())?;
+        for site in suspects {
+            let t = &site.trend;
+            let growth = format!(
+                "{} [{}, {}]",
+                human_bytes(t.rate * scale),
+                human_bytes(t.rate_low * scale),
+                human_bytes(t.rate_high * scale)
+            );
+            let (lo, hi) = jeprof_dumpfmt::math::confidence_interval_95(t.live, t.live_variance);
+            let live = format!(
+                "{} [{}, {}]",
+                human_bytes(t.live),
+                human_bytes(lo),
+                human_bytes(hi)
+            );
+            let mut line = format!("{growth:>32}  {live:>30}  {:<27}", self.started(site));
+            if limit.is_some() {
+                let when = match self.time_to_limit(site) {
+                    Some((mid, soon, late)) => {
+                        let show = |s: f64| {
+                            if self.timed {
+                                human_duration(s)
+                            } else {
+                                format!("{s:.0} dumps")
+                            }
+                        };
+                        format!(
+                            "{} [{}, {}]",
+                            show(mid),
+                            show(soon),
+                            late.map_or("never".into(), show)
+                        )
+                    }
+                    None => "never".into(),
+                };
+                let _ = write!(line, "  {when:>28}");
+            }
+            writeln!(out, "{line}  {}", site.name)?;
+        }
+        Ok(())
+    }
+
+    fn site_word(&self) -> &'static str {
+        if self.options.per_stack {
+            "stack"
+        } else {
+            "function"
+        }
+    }
+
+    /// The report as JSON: the series, the options and a `suspects` array, each entry with its
+    /// `function` (or `stack`), rate, live bytes, start, p-value and, with a limit, the time to it.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let (scale, unit) = self.rate_unit();
+        let per_hour = unit == "/h";
+        let suspects: Vec<serde_json::Value> = self
+            .suspects()
+            .map(|site| {
+                let t = &site.trend;
+                let (lo, hi) =
+                    jeprof_dumpfmt::math::confidence_interval_95(t.live, t.live_variance);
+                let mut entry = json!({
+                    self.site_word(): site.name,
+                    "live_bytes": t.live,
+                    "live_bytes_95": [lo, hi],
+                    "started": self.started(site),
+                    "p_value": t.p_value,
+                });
+                let rate_key = if per_hour {
+                    "growth_bytes_per_hour"
+                } else {
+                    "growth_bytes_per_dump"
+                };
+                entry[rate_key] = json!(t.rate * scale);
+                entry[format!("{rate_key}_95")] = json!([t.rate_low * scale, t.rate_high * scale]);
+                if let Some((mid, soon, late)) = self.time_to_limit(site) {
+                    let (div, key) = if per_hour {
+                        (3_600.0, "hours_to_limit")
+                    } else {
+                        (1.0, "dumps_to_limit")
+                    };
+                    entry[key] = json!(mid / div);
+                    entry[format!("{key}_95")] = json!([soon / div, late.map(|l| l / div)]);
+                }
+                entry
+            })
+            .collect();
+        json!({
+            "dumps": self.series.len(),
+            "dumps_read": self.read.len(),
+            "timed": self.timed,
+            "span_seconds": if self.timed { self.times.last().copied() } else { None },
+            "per": self.site_word(),
+            "sites": self.sites.len(),
+            "false_discovery_rate": self.options.test.fdr,
+            "window": self.options.test.window,
+            "steps": self.steps,
+            "live_bytes_now": self.total_now,
+            "limit_bytes": self.options.limit,
+            "suspects": suspects,
+        })
+    }
+
+    /// Live bytes over time of the `top` sites with the most live bytes now, and every suspect,
+    /// as an SVG line chart; suspects are drawn thick, in red shades, and marked in the legend.
+    pub fn write_svg(&self, top: usize, out: &mut String) -> Result<(), Error> {
+        use plotters::prelude::*;
+        let failed = |e: &dyn std::fmt::Display| Error::Series(format!("drawing the chart: {e}"));
+        let mut shown: Vec<&Site> = self.suspects().collect();
+        let mut others: Vec<&Site> = self.sites.iter().filter(|s| !s.suspect).collect();
+        others.sort_by(|a, b| b.trend.live.total_cmp(&a.trend.live));
+        shown.extend(others.into_iter().take(top));
+        let x_scale = if self.timed { 3_600.0 } else { 1.0 };
+        let xs: Vec<f64> = self.times.iter().map(|t| t / x_scale).collect();
+        let x_max = xs.last().copied().unwrap_or(1.0).max(f64::MIN_POSITIVE);
+        let y_max = shown
+            .iter()
+            .flat_map(|s| s.bytes.iter())
+            .fold(0.0f64, |m, &b| m.max(b / 1e6))
+            .max(1e-3)
+            * 1.05;
+        {
+            let root = SVGBackend::with_string(out, (1000, 600)).into_drawing_area();
+            root.fill(&WHITE).map_err(|e| failed(&e))?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption("Live bytes by site (suspects thick)", ("sans-serif", 20))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+                .map_err(|e| failed(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc(if self.timed {
+                    "hours since the first dump"
+                } else {
+                    "dump"
+                })
+                .y_desc("live MB")
+                .draw()
+                .map_err(|e| failed(&e))?;
+            for (i, site) in shown.iter().enumerate() {
+                let color = if site.suspect {
+                    RGBColor(200, (40 * i % 160) as u8, 30)
+                } else {
+                    let (r, g, b) = Palette99::pick(i).rgb();
+                    RGBColor(r, g, b)
+                };
+                let width = if site.suspect { 3 } else { 1 };
+                let points: Vec<(f64, f64)> = xs
+                    .iter()
+                    .zip(&site.bytes)
+                    .map(|(&x, &b)| (x, b / 1e6))
+                    .collect();
+                let mut label: String = site.name.chars().take(70).collect();
+                if site.suspect {
+                    label.insert_str(0, "suspect: ");
+                }
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        points,
+                        color.stroke_width(width),
+                    )))
+                    .map_err(|e| failed(&e))?
+                    .label(label)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(width))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|e| failed(&e))?;
+            root.present().map_err(|e| failed(&e))?;
+        }
+        Ok(())
+    }
+}
