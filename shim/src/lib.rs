@@ -30,7 +30,7 @@ pub use profiler::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped}
 pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
-use profiler::{auto_dump, control, init, report, sampled_path};
+use profiler::{allocator, auto_dump, control, init, report, sampled_path};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
@@ -101,6 +101,7 @@ impl<A: GlobalAlloc> Profiled<A> {
     #[inline(never)]
     unsafe fn alloc_slow(layout: Layout, this: &Self, zeroed: bool) -> *mut u8 {
         let marker = frame_marker!();
+        allocator::note_inner::<A>();
         if let Some(period) = sampler::on_countdown_expired(layout.size(), init::ensure_init) {
             // SAFETY: layout has a non-zero size (our caller's contract); marker is a local.
             if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
@@ -131,6 +132,7 @@ impl<A: GlobalAlloc> Profiled<A> {
         expired: bool,
     ) -> *mut u8 {
         let marker = frame_marker!();
+        allocator::note_inner::<A>();
         let period = if expired {
             sampler::on_countdown_expired(new_size, init::ensure_init)
         } else {
