@@ -302,8 +302,8 @@ pub fn describe(figures: &AllocatorFigures, inuse: Option<&Estimate>, dumps: usi
     );
     let _ = writeln!(
         out,
-        "Resident beyond active: {} (dirty pages not yet returned to the system, and the \
-         allocator's metadata, {}).",
+        "Resident beyond active: {} (dirty pages not yet returned to the system, and metadata \
+         pages: the allocator's metadata is {}).",
         mib(j.resident.saturating_sub(j.active) as f64),
         mib(j.metadata as f64)
     );
@@ -319,13 +319,21 @@ pub fn describe(figures: &AllocatorFigures, inuse: Option<&Estimate>, dumps: usi
         share(figures.profiler, j.allocated)
     );
     match figures.rss_anon {
+        Some(anon) if anon >= j.resident => {
+            let _ = writeln!(
+                out,
+                ". Of the anonymous RSS, {}, {} lies outside jemalloc's resident pages (thread \
+                 stacks, other allocators, other mappings).",
+                mib(anon as f64),
+                mib((anon - j.resident) as f64)
+            );
+        }
         Some(anon) => {
             let _ = writeln!(
                 out,
-                ". Of the anonymous RSS, {}, {} is not jemalloc's resident memory (thread \
-                 stacks, other allocators, other mappings).",
-                mib(anon as f64),
-                mib(anon.saturating_sub(j.resident) as f64)
+                ". The anonymous RSS, {}, is below jemalloc's resident figure, an upper bound \
+                 that counts pages mapped but never touched.",
+                mib(anon as f64)
             );
         }
         None => out.push_str(".\n"),
@@ -483,6 +491,10 @@ mod tests {
         let fleet = describe(&jemalloc(), None, 3);
         assert!(fleet.starts_with("figures summed over 3 dumps"), "{fleet}");
         assert!(!fleet.contains("covers"), "{fleet}");
+        let mut untouched = jemalloc();
+        untouched.rss_anon = Some(100 << 20);
+        let text = describe(&untouched, None, 1);
+        assert!(text.contains("below jemalloc's resident figure"), "{text}");
     }
 
     #[test]

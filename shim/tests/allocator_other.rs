@@ -20,7 +20,11 @@ fn a_dump_over_the_system_allocator_says_other_and_has_no_jemalloc_figures() {
         profile.annotations
     );
     for (key, _) in JEMALLOC_FIGURES {
-        assert!(annotation(key).is_none(), "{key}: {:?}", profile.annotations);
+        assert!(
+            annotation(key).is_none(),
+            "{key}: {:?}",
+            profile.annotations
+        );
     }
     let figures = AllocatorFigures::from_annotations(&profile.annotations).unwrap();
     assert_eq!(figures.jemalloc, None);
