@@ -214,7 +214,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
 }
 
 /// The current heap profile: per stack, in-use and accumulated estimates with variances,
-/// per-thread figures, `/proc/self/maps`, annotations (drops), and symbols when `symbolize` is on.
+/// per-thread figures, `/proc/self/maps`, annotations (drops, the allocator's figures: see
+/// [`jeprof_dumpfmt::allocator`]), and symbols when `symbolize` is on.
 /// Everything it allocates bypasses sampling.
 pub fn snapshot() -> jeprof_dumpfmt::Profile {
     report::snapshot(base::settings::symbolize()).0
