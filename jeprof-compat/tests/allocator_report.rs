@@ -132,22 +132,17 @@ fn allocator_report_of_two_dumps_sums_each_figure_and_says_so() {
     ]);
     let (_, block) = out.split_once("\n\n").unwrap();
     assert!(block.starts_with("figures summed over 2 dumps"), "{block}");
-    let mut sum = fa;
-    sum.add(&fb).unwrap();
-    let lines = figure_lines(&out);
-    let ja = sum.jemalloc.unwrap();
-    let want = [
-        ja.allocated,
-        ja.active,
-        ja.resident,
-        ja.mapped,
-        ja.retained,
-        ja.metadata,
-        sum.profiler,
-        sum.rss_anon.unwrap(),
-        sum.rss_file.unwrap(),
-    ];
-    let got: Vec<u64> = lines.iter().map(|(_, v)| *v).collect();
+    let each = |f: &AllocatorFigures| {
+        let mut v = f.jemalloc.unwrap().values().to_vec();
+        v.extend([f.profiler, f.rss_anon.unwrap(), f.rss_file.unwrap()]);
+        v
+    };
+    let want: Vec<u64> = each(&fa)
+        .iter()
+        .zip(each(&fb))
+        .map(|(a, b)| a + b)
+        .collect();
+    let got: Vec<u64> = figure_lines(&out).iter().map(|(_, v)| *v).collect();
     assert_eq!(got, want);
 }
 
@@ -170,4 +165,17 @@ fn allocator_report_of_a_dump_without_figures_exits_2_naming_the_file_and_the_an
     assert!(err.contains("old.heap"), "{err}");
     assert!(err.contains("annotation `allocator` is missing"), "{err}");
     assert!(err.contains("jeprof-shim or libjeprof_preload.so"), "{err}");
+
+    // A peak dump holds an earlier moment's heap and says so.
+    let peak = dir.path().join("peak.heap");
+    let mut profile = jeprof_dumpfmt::read::read_file(&old).unwrap();
+    profile.annotations = vec![("shim_peak_live_bytes".into(), "49000".into())];
+    jeprof_dumpfmt::write::write_file(&profile, &peak, &WriteOptions::default()).unwrap();
+    let out = common::run(&["report", "--allocator", peak.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("peak.heap") && err.contains("this is a peak dump"),
+        "{err}"
+    );
 }

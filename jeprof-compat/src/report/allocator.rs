@@ -30,10 +30,18 @@ impl AllocatorReport {
     }
 }
 
+/// The annotation by which jeprof-shim's peak dumps (`dump_peak`, `peak_snapshot()`) are known.
+const PEAK_ANNOTATION: &str = "shim_peak_live_bytes";
+
+/// Why a peak dump has no figures.
+const PEAK_PROBLEM: &str = "is missing: this is a peak dump, the heap of an earlier moment (its \
+     peak), whose allocator figures were not read; take the figures from a dump of the present \
+     moment";
+
 /// Reads the figures and the in-use total of each dump, one stack at a time (memory holds no
 /// stack), and sums them. A dump without the figures (a raw jemalloc dump, a dump of an older
-/// shim) is an error naming the file and the annotation it lacks, as is a set of dumps that mixes
-/// jemalloc with another allocator.
+/// shim, a peak dump) is an error naming the file and the annotation it lacks, as is a set of
+/// dumps that mixes jemalloc with another allocator.
 pub fn allocator_files(
     paths: &[PathBuf],
     policy: &ReadPolicy<'_>,
@@ -42,8 +50,22 @@ pub fn allocator_files(
     let mut inuse = Estimate::default();
     for path in paths {
         let profile = read_dump_stacks(path, policy, |_, stack| inuse.add(&stack.counts.inuse))?;
-        let figures = AllocatorFigures::from_annotations(&profile.annotations)
-            .map_err(|e| e.in_file(path))?;
+        let figures = AllocatorFigures::from_annotations(&profile.annotations).map_err(|e| {
+            let peak = profile
+                .annotations
+                .iter()
+                .any(|(k, _)| k == PEAK_ANNOTATION);
+            match e {
+                jeprof_dumpfmt::Error::Annotation { key, .. } if peak => {
+                    jeprof_dumpfmt::Error::Annotation {
+                        file: Some(path.clone()),
+                        key,
+                        problem: PEAK_PROBLEM.to_string(),
+                    }
+                }
+                e => e.in_file(path),
+            }
+        })?;
         match &mut sum {
             None => sum = Some(figures),
             Some(sum) => sum.add(&figures).map_err(|e| e.in_file(path))?,
