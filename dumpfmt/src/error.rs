@@ -44,6 +44,16 @@ pub enum Error {
     Invalid(String),
     /// Bytes that should be a gzipped pprof `profile.proto` message are not one.
     Pprof(String),
+    /// A dump lacks an annotation a reader needs, or holds one it cannot read (the allocator's
+    /// figures, [`crate::allocator`]).
+    Annotation {
+        /// The file, when reading one.
+        file: Option<PathBuf>,
+        /// The annotation's key.
+        key: String,
+        /// What is wrong with it and, when it is missing, how to get it.
+        problem: String,
+    },
     /// Reading or writing failed.
     Io {
         /// The file, when reading or writing one.
@@ -60,6 +70,7 @@ impl Error {
             Error::NotHeapV2 { file, .. }
             | Error::Malformed { file, .. }
             | Error::Truncated { file, .. }
+            | Error::Annotation { file, .. }
             | Error::Io { file, .. } => {
                 if file.is_none() {
                     *file = Some(path.into());
@@ -68,6 +79,15 @@ impl Error {
             Error::Invalid(_) | Error::Pprof(_) => {}
         }
         self
+    }
+
+    /// An [`Error::Annotation`] without a file.
+    pub(crate) fn annotation(key: &str, problem: impl Into<String>) -> Error {
+        Error::Annotation {
+            file: None,
+            key: key.to_string(),
+            problem: problem.into(),
+        }
     }
 }
 
@@ -109,6 +129,10 @@ impl fmt::Display for Error {
             } => {
                 at_line(f, file, *line_number)?;
                 write!(f, "truncated dump: {what}")
+            }
+            Error::Annotation { file, key, problem } => {
+                prefix(f, file)?;
+                write!(f, "annotation `{key}` {problem}")
             }
             Error::Invalid(what) => write!(f, "invalid profile: {what}"),
             Error::Pprof(what) => write!(f, "not a pprof profile: {what}"),

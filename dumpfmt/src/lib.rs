@@ -63,6 +63,8 @@
 //! - [`encode`] (the integer encoding jeprof reads back) uses math; [`labels`] uses error and
 //!   syntax; [`output`] (atomic files) uses error.
 //! - [`model`], the one profile, uses error, math and labels (to validate them).
+//! - [`allocator`] (the allocator's figures beside a profile, and their reading) uses error and
+//!   model.
 //! - [`scopes`] uses model; [`pprof`] uses error, frames, maps and model.
 //! - [`read`] and [`write`](mod@write) mirror each other over [`syntax`], section by section: read
 //!   uses error, labels, math, model, scopes and syntax; write uses encode, error, math, model,
@@ -70,6 +72,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod allocator;
 pub mod encode;
 pub mod error;
 pub mod frames;

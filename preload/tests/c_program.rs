@@ -125,6 +125,29 @@ fn c_sites_estimates_cover_the_truth_and_jeprof_names_them() {
     }
 }
 
+#[test]
+fn a_preloaded_programs_dump_carries_the_figures_of_the_jemalloc_that_holds_its_heap() {
+    use jeprof_dumpfmt::allocator::AllocatorFigures;
+    let programs = programs();
+    let (profile, _, _) = run_sites(&programs, &format!("sample_rate:{PERIOD},seed:1"));
+    let figures = AllocatorFigures::from_annotations(&profile.annotations)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", profile.annotations));
+    // The program's every block is the library's jemalloc's: its figures are the program's.
+    let j = figures
+        .jemalloc
+        .unwrap_or_else(|| panic!("allocator: other: {:?}", profile.annotations));
+    // jemalloc's documented relations (mapped has no order with resident).
+    assert!(j.allocated <= j.active, "{j:?}");
+    assert!(j.active <= j.resident, "{j:?}");
+    assert!(j.active <= j.mapped, "{j:?}");
+    // What jemalloc holds for the program (besides the profiler's own) is at least what the
+    // profile estimates, within its interval: it also counts blocks in thread caches.
+    let (lo, _) = profile.totals().inuse.bytes_interval_95();
+    let program = j.allocated.saturating_sub(figures.profiler);
+    assert!(program as f64 >= lo, "{program} below {lo}: {j:?}");
+    assert!(figures.profiler > 0 && figures.rss_anon.is_some());
+}
+
 /// The functions the program calls to allocate.
 const ALLOCATORS: [&str; 5] = [
     "malloc",

@@ -36,7 +36,7 @@ use std::ffi::{c_int, c_void};
 use tikv_jemalloc_sys as jem;
 
 use crate::parts::{sampled_arena, sampler};
-use crate::profiler::{init, sampled_path};
+use crate::profiler::{allocator, init, sampled_path};
 
 /// The sampled range as the C entry knows it: filled before the first sampled block is returned
 /// (see [`sampled_arena::RangeCopy`]), so [`free`] recognises every sampled block.
@@ -95,6 +95,7 @@ unsafe fn alloc_slow(size: usize, plain: Plain) -> *mut c_void {
     // The unwinders skip this frame and the ones it calls: stacks start in the caller's frame.
     let marker = 0u8;
     let marker = std::hint::black_box(&marker) as *const u8 as usize;
+    allocator::note_jemalloc();
     if size != 0 {
         if let Some(period) = sampler::on_countdown_expired(size, init::ensure_init) {
             if let Ok(layout) = Layout::from_size_align(size, plain.align()) {
@@ -306,6 +307,7 @@ pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
 unsafe fn realloc_slow(ptr: *mut c_void, size: usize, expired: bool) -> *mut c_void {
     let marker = 0u8;
     let marker = std::hint::black_box(&marker) as *const u8 as usize;
+    allocator::note_jemalloc();
     let period = if expired {
         sampler::on_countdown_expired(size, init::ensure_init)
     } else {

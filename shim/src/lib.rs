@@ -30,7 +30,7 @@ pub use profiler::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped}
 pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
-use profiler::{auto_dump, control, init, report, sampled_path};
+use profiler::{allocator, auto_dump, control, init, report, sampled_path};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
@@ -101,6 +101,7 @@ impl<A: GlobalAlloc> Profiled<A> {
     #[inline(never)]
     unsafe fn alloc_slow(layout: Layout, this: &Self, zeroed: bool) -> *mut u8 {
         let marker = frame_marker!();
+        allocator::note_inner::<A>();
         if let Some(period) = sampler::on_countdown_expired(layout.size(), init::ensure_init) {
             // SAFETY: layout has a non-zero size (our caller's contract); marker is a local.
             if let Some(ptr) = unsafe { this.alloc_sampled(layout, zeroed, period, marker) } {
@@ -131,6 +132,7 @@ impl<A: GlobalAlloc> Profiled<A> {
         expired: bool,
     ) -> *mut u8 {
         let marker = frame_marker!();
+        allocator::note_inner::<A>();
         let period = if expired {
             sampler::on_countdown_expired(new_size, init::ensure_init)
         } else {
@@ -212,7 +214,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
 }
 
 /// The current heap profile: per stack, in-use and accumulated estimates with variances,
-/// per-thread figures, `/proc/self/maps`, annotations (drops), and symbols when `symbolize` is on.
+/// per-thread figures, `/proc/self/maps`, annotations (drops, the allocator's figures: see
+/// [`jeprof_dumpfmt::allocator`]), and symbols when `symbolize` is on.
 /// Everything it allocates bypasses sampling.
 pub fn snapshot() -> jeprof_dumpfmt::Profile {
     report::snapshot(base::settings::symbolize()).0

@@ -158,6 +158,12 @@ pub(crate) struct ReportArgs {
     /// Print each scope's in-use total with its 95% interval instead of the function table.
     #[arg(long = "by-scope")]
     pub(crate) by_scope: bool,
+    /// After the table, the allocator's figures the dumps carry (summed over several dumps), one
+    /// per line as `<name>: <bytes> B`, and what they say: how much of the heap the profile
+    /// covers, fragmentation, retained memory, the profiler's share. Dumps of jeprof-shim and
+    /// libjeprof_preload.so carry them; a dump without them is an error.
+    #[arg(long, conflicts_with_all = ["collapsed", "flamegraph", "scope", "by_scope"])]
+    pub(crate) allocator: bool,
     #[command(flatten)]
     pub(crate) common: Common,
 }

@@ -40,6 +40,8 @@ Examples:
   jeprof-compat report --inuse_objects --interval dump.heap
   jeprof-compat report --collapsed dump.heap | sort
   jeprof-compat report --flamegraph out.svg --focus '^my_crate::' dump.heap
+  # the allocator's figures after the table: where RSS went
+  jeprof-compat report --allocator dump.heap
 
 Columns (as jeprof): flat, flat%, running sum%, cum, cum%, function. flat: allocated in the function \
 itself; cum: in it or in anything it called; a function is counted once per stack. With --interval two \
@@ -50,6 +52,14 @@ Flat goes to the program's own code: walking a stack from the leaf, functions of
 library and of the allocator are passed over (they keep their cum) and flat goes to the first \
 function that is not theirs. --hide REGEX sets the list, --hide '' or --jeprof_names charge flat \
 as jeprof does; --cum sorts by cum.
+
+--allocator prints, after the table and a blank line, the allocator's figures the dump carries \
+(jemalloc's allocated, active, resident, mapped, retained, metadata; the profiler's own bytes; \
+RssAnon and RssFile), one per line as `<name>: <bytes> B`, then what they say: how much of what \
+the program holds in jemalloc the profile covers (with its 95% interval), fragmentation (active \
+- allocated), resident beyond active, retained address space, the profiler's share. Several \
+dumps are summed (a fleet). Dumps of jeprof-shim and libjeprof_preload.so carry the figures; a \
+raw jemalloc dump or an older dump does not, and is an error.
 
 jeprof's form `report PROGRAM DUMP...` (a program first) is `report --binary PROGRAM DUMP...`; \
 options take one dash or two (-text, --text), as in jeprof.";

@@ -43,12 +43,14 @@
 //! `--text` layout: [`format_text`], [`perl_int`], [`unparse`]); `translate` (names interned once,
 //! each distinct frame translated once); `aggregate` (the streaming sums: [`build`],
 //! [`build_files`], [`FunctionTable`], the diff's pair of reports); `folded` ([`collapsed`],
-//! [`flamegraph`]). Their items are re-exported here, which is their public path.
+//! [`flamegraph`]); `allocator` (`--allocator`: the allocator's figures the dumps carry,
+//! [`allocator_files`]). Their items are re-exported here, which is their public path.
 
 pub mod filters;
 pub mod lines;
 
 mod aggregate;
+mod allocator;
 mod folded;
 mod frames;
 mod model;
@@ -57,6 +59,7 @@ mod translate;
 
 pub use aggregate::{build, build_dumps, build_files, FunctionTable};
 pub(crate) use aggregate::{build_file_pair, PairedSums};
+pub use allocator::{allocator_files, AllocatorReport};
 pub use folded::{collapsed, collapsed_files, flamegraph, flamegraph_title, format_collapsed};
 pub(crate) use frames::allocator_names_inlined;
 pub use frames::{frame_functions, interesting_frames, shown_frames};

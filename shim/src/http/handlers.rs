@@ -28,10 +28,11 @@ pub const MAX_SYMBOL_BODY: usize = 1 << 20;
 pub const MAX_CONCURRENT_WINDOWS: usize = 2;
 
 /// The paths [`handle`] serves.
-pub const PATHS: [&str; 6] = [
+pub const PATHS: [&str; 7] = [
     "/debug/pprof/heap",
     "/debug/pprof/allocs",
     "/debug/pprof/peak",
+    "/debug/pprof/allocator",
     "/pprof/heap",
     "/pprof/symbol",
     "/pprof/cmdline",
@@ -126,6 +127,7 @@ pub fn handle(request: &Request<'_>) -> Response {
         "/debug/pprof/heap" => go_heap(&params, SampleType::InuseSpace),
         "/debug/pprof/allocs" => go_heap(&params, SampleType::AllocSpace),
         "/debug/pprof/peak" => peak(&params),
+        "/debug/pprof/allocator" => allocator(),
         "/pprof/heap" => legacy_heap(&params),
         "/pprof/symbol" if request.method == "POST" => symbols(request.body),
         // jeprof's CheckSymbolPage only asks whether symbols can be had at all.
@@ -336,6 +338,15 @@ impl Drop for WindowSlot {
         // Ordering: see `take`.
         WINDOWS_WAITING.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// `/debug/pprof/allocator`: the allocator's figures now and their reading, the text
+/// `jeprof-compat report --allocator` prints after its table for a dump taken now.
+fn allocator() -> Response {
+    Response::ok(
+        "text/plain; charset=utf-8",
+        report::allocator_text().into_bytes(),
+    )
 }
 
 /// `/pprof/heap` for the legacy jeprof: heap_v2 text without symbols (jeprof posts the addresses

@@ -210,6 +210,15 @@ pub(crate) fn usage() -> (usize, usize) {
     )
 }
 
+/// jemalloc's index of the sampled arena, once it exists.
+pub(crate) fn arena_index() -> Option<u32> {
+    // Ordering: Acquire pairs with the Release store of READY in `create`, which publishes the
+    // index.
+    let ready = HOT.state.load(Ordering::Acquire) == READY;
+    // Ordering: published by the state, above.
+    ready.then(|| HOT.arena_index.load(Ordering::Relaxed) as u32)
+}
+
 /// Why the sampled arena could not serve a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unavailable {

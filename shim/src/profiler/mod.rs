@@ -1,9 +1,11 @@
 //! The top layer below `lib.rs`: the profiler, composed of the parts.
 //!
 //! Its modules import the parts and the bottom layer, and each other only in this order:
-//! [`control`] and [`peak`] (nothing of the profiler) → [`sampled_path`] → [`report`] → [`scopes`],
+//! [`allocator`], [`control`] and [`peak`] (nothing of the profiler) → [`sampled_path`] → [`report`] → [`scopes`],
 //! [`window`], [`auto_dump`] and [`pprof`] → [`hooks`] → [`init`].
 //!
+//! - [`allocator`]: the allocator's figures at a dump's moment, and which allocator holds the
+//!   program's heap;
 //! - [`control`]: parsing `JEPROF_SHIM` and [`crate::configure`]'s string, and the setters that
 //!   restart the threads' countdowns;
 //! - [`peak`]: the peak tracker (the live samples at the highest live bytes);
@@ -16,6 +18,7 @@
 //! - [`hooks`]: the fork handlers and the exit hook;
 //! - [`init`]: initialisation at first use.
 
+pub(crate) mod allocator;
 pub(crate) mod auto_dump;
 pub(crate) mod control;
 pub(crate) mod hooks;

@@ -74,6 +74,10 @@ pub(crate) fn snapshot_of(
     scope: Option<u16>,
 ) -> (Profile, Option<SymbolizerCost>) {
     let _guard = Guard::enter();
+    // The statistics and the allocator's figures before this snapshot allocates its copies, so
+    // that they describe the process as it was when the dump was asked for.
+    let stats = stats();
+    let figures = super::allocator::figures(stats.metadata_bytes);
     let period = settings::sample_rate();
     let mut live: Vec<LiveSample> = Vec::new();
     for shard in live_samples::LIVE.iter() {
@@ -174,7 +178,6 @@ pub(crate) fn snapshot_of(
     profile.scopes = scopes;
     profile.threads = profile.thread_summaries();
     profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
-    let stats = stats();
     let unwinder = match current_unwinder() {
         Unwinder::FramePointer => "fp",
         Unwinder::Backtrace => "backtrace",
@@ -200,9 +203,27 @@ pub(crate) fn snapshot_of(
             stats.metadata_bytes.to_string(),
         ),
     ];
+    profile.annotations.extend(figures.to_annotations());
     profile.labels = super::pprof::dump_labels(std::time::SystemTime::now());
     let cost = symbolize_now.then(|| add_symbols(&mut profile));
     (profile, cost)
+}
+
+/// The allocator's figures now and the in-use total of the live samples, as
+/// [`jeprof_dumpfmt::allocator::describe`] prints them: what `jeprof-compat report --allocator`
+/// prints after its table for a dump taken at this moment (a dump's in-use total is the same sum,
+/// per stack).
+#[cfg(feature = "http")]
+pub(crate) fn allocator_text() -> String {
+    let _guard = Guard::enter();
+    let figures = super::allocator::figures(stats().metadata_bytes);
+    let mut inuse = Estimate::default();
+    for shard in live_samples::LIVE.iter() {
+        for sample in lock(shard).samples() {
+            inuse.add(&sample.estimate());
+        }
+    }
+    jeprof_dumpfmt::allocator::describe(&figures, Some(&inuse), 1)
 }
 
 /// Symbolizes `profile`'s frames in-process into its symbol section, noting the symbolizer's

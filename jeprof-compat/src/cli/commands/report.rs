@@ -24,6 +24,9 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     if args.by_scope || args.scope.is_some() {
         return report_scopes(&args, &options, &symbolize, &policy);
     }
+    if args.allocator {
+        return report_allocator(&args, &options, &symbolize, &policy);
+    }
     if args.views.needs_whole_dumps(&args.dumps) {
         return views::report_whole(&args, &options);
     }
@@ -49,6 +52,34 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
             table.write_text(&options, out)
         })
     }
+}
+
+/// `report --allocator`: the table, a blank line, then the allocator's figures and their reading.
+/// The figures are read first, so a dump without them fails before anything is printed.
+fn report_allocator(
+    args: &ReportArgs,
+    options: &ReportOptions,
+    symbolize: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
+) -> anyhow::Result<()> {
+    if args.views.needs_whole_dumps(&args.dumps) {
+        anyhow::bail!(
+            "--allocator reads dump files with the plain table only (no URL, --base, --thread,              --callgrind, --list, --dot or --svg); for a running process, fetch              /debug/pprof/allocator from its listener"
+        );
+    }
+    let figures = report::allocator_files(&args.dumps, policy)?;
+    let table = report::build_files(&args.dumps, symbolize, options, policy)?;
+    if table.prints_perl_overflow(options) {
+        warn(PERL_OVERFLOW);
+    }
+    emit_with(|out| {
+        if options.interval {
+            out.write_all(report::interval_legend().as_bytes())?;
+        }
+        table.write_text(options, &mut *out)?;
+        out.write_all(b"\n")?;
+        out.write_all(figures.text().as_bytes())
+    })
 }
 
 /// `report --by-scope` and `report --scope LABEL`: per-scope totals, or the report of one scope's

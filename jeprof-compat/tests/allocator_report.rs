@@ -1,0 +1,181 @@
+//! `report --allocator`: the table, a blank line, then each figure the dumps carry as
+//! `<name>: <bytes> B` in a fixed order, summed over several dumps, and the reading; a dump
+//! without the figures is an error naming the file and the annotation.
+
+mod common;
+
+use std::path::Path;
+
+use jeprof_dumpfmt::allocator::{AllocatorFigures, JemallocFigures};
+use jeprof_dumpfmt::WriteOptions;
+
+/// Writes a symbolized dump of two stacks carrying `figures` (none: an older dump) to `path`.
+fn write_dump(path: &Path, figures: Option<&AllocatorFigures>, scale: f64) {
+    let mut profile = common::generated_profile(
+        &[
+            (vec![1, 2], 10.0 * scale, 40_000.0 * scale),
+            (vec![3, 2], 5.0 * scale, 9_000.0 * scale),
+        ],
+        512 << 10,
+        0x40_0000,
+    );
+    profile.annotations = vec![("shim_live_samples".into(), "15".into())];
+    if let Some(figures) = figures {
+        profile.annotations.extend(figures.to_annotations());
+    }
+    jeprof_dumpfmt::write::write_file(&profile, path, &WriteOptions::default()).unwrap();
+}
+
+fn figures(base: u64) -> AllocatorFigures {
+    AllocatorFigures {
+        jemalloc: Some(JemallocFigures {
+            allocated: base + 1,
+            active: base + 2_000,
+            resident: base + 30_000,
+            mapped: base + 400_000,
+            retained: 5_000_000 + base,
+            metadata: 60_000 + base,
+        }),
+        profiler: 7_000 + base,
+        rss_anon: Some(base + 80_000),
+        rss_file: Some(9_000 + base),
+    }
+}
+
+/// The `<name>: <value> B` lines after the table's blank line.
+fn figure_lines(out: &str) -> Vec<(String, u64)> {
+    let (_, after) = out
+        .split_once("\n\n")
+        .expect("a blank line after the table");
+    after
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(": ")?;
+            let value = rest.strip_suffix(" B")?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+const ORDER: [&str; 9] = [
+    "allocated",
+    "active",
+    "resident",
+    "mapped",
+    "retained",
+    "metadata",
+    "profiler",
+    "rss_anon",
+    "rss_file",
+];
+
+#[test]
+fn allocator_report_prints_the_table_then_every_figure_in_order_equal_to_its_annotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("app.heap");
+    let want = figures(1 << 20);
+    write_dump(&dump, Some(&want), 1.0);
+    let dump = dump.to_str().unwrap();
+
+    let table = common::run_ok(&["report", dump]);
+    let out = common::run_ok(&["report", "--allocator", dump]);
+    assert!(out.starts_with(&format!("{table}\n")), "{out}");
+    let lines = figure_lines(&out);
+    let names: Vec<&str> = lines.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ORDER);
+    let annotations = want.to_annotations();
+    let annotation = |key: &str| -> u64 {
+        annotations
+            .iter()
+            .find(|(k, _)| k == key)
+            .unwrap()
+            .1
+            .parse()
+            .unwrap()
+    };
+    let keys = [
+        "allocator_allocated",
+        "allocator_active",
+        "allocator_resident",
+        "allocator_mapped",
+        "allocator_retained",
+        "allocator_metadata",
+        "profiler_bytes",
+        "process_rss_anon",
+        "process_rss_file",
+    ];
+    for ((name, value), key) in lines.iter().zip(keys) {
+        assert_eq!(*value, annotation(key), "{name}");
+    }
+    // The reading follows the figures: coverage, fragmentation, resident, retained, share.
+    let (_, block) = out.split_once("\n\n").unwrap();
+    let reading: Vec<&str> = block.lines().skip(ORDER.len()).collect();
+    assert!(reading[0].starts_with("The profile covers"), "{block}");
+    assert!(reading[1].starts_with("Fragmentation"), "{block}");
+    assert!(reading[2].starts_with("Resident beyond active"), "{block}");
+    assert!(reading[3].starts_with("Retained but unused"), "{block}");
+    assert!(reading[4].starts_with("The profiler's share"), "{block}");
+}
+
+#[test]
+fn allocator_report_of_two_dumps_sums_each_figure_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.heap"), dir.path().join("b.heap"));
+    let (fa, fb) = (figures(1 << 20), figures(3 << 20));
+    write_dump(&a, Some(&fa), 1.0);
+    write_dump(&b, Some(&fb), 2.0);
+    let out = common::run_ok(&[
+        "report",
+        "--allocator",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    let (_, block) = out.split_once("\n\n").unwrap();
+    assert!(block.starts_with("figures summed over 2 dumps"), "{block}");
+    let each = |f: &AllocatorFigures| {
+        let mut v = f.jemalloc.unwrap().values().to_vec();
+        v.extend([f.profiler, f.rss_anon.unwrap(), f.rss_file.unwrap()]);
+        v
+    };
+    let want: Vec<u64> = each(&fa)
+        .iter()
+        .zip(each(&fb))
+        .map(|(a, b)| a + b)
+        .collect();
+    let got: Vec<u64> = figure_lines(&out).iter().map(|(_, v)| *v).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn allocator_report_of_a_dump_without_figures_exits_2_naming_the_file_and_the_annotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (with, old) = (dir.path().join("new.heap"), dir.path().join("old.heap"));
+    write_dump(&with, Some(&figures(1 << 20)), 1.0);
+    write_dump(&old, None, 1.0);
+    let out = common::run(&[
+        "report",
+        "--allocator",
+        with.to_str().unwrap(),
+        old.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "nothing printed before the error");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("old.heap"), "{err}");
+    assert!(err.contains("annotation `allocator` is missing"), "{err}");
+    assert!(err.contains("jeprof-shim or libjeprof_preload.so"), "{err}");
+
+    // A peak dump holds an earlier moment's heap and says so.
+    let peak = dir.path().join("peak.heap");
+    let mut profile = jeprof_dumpfmt::read::read_file(&old).unwrap();
+    profile.annotations = vec![("shim_peak_live_bytes".into(), "49000".into())];
+    jeprof_dumpfmt::write::write_file(&profile, &peak, &WriteOptions::default()).unwrap();
+    let out = common::run(&["report", "--allocator", peak.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("peak.heap") && err.contains("this is a peak dump"),
+        "{err}"
+    );
+}
