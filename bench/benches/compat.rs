@@ -9,7 +9,8 @@
 //!    5,000) stacks each, drawn from a universe of 20,000 stacks over 3,000 functions, each dump at
 //!    its own address base (another build) and its own sample period, then times
 //!    `jeprof-compat merge --jobs 2` on all of them with `/usr/bin/time` (wall time and peak RSS),
-//!    and on a tenth of them (memory follows distinct stacks, not dumps).
+//!    and on a tenth of them (memory follows distinct stacks, not dumps); then `jeprof-compat leaks`
+//!    on all of them as one series.
 //! 2. The same dumps through the real jeprof (`jeprof --text` adds several profiles), which is far
 //!    too slow for all of them: it runs on the first `--jeprof-dumps` (default 10) dumps, and ours
 //!    runs on the same subset for a like-for-like ratio.
@@ -312,6 +313,16 @@ fn run(cli: &Cli, ours: &Path) -> Vec<String> {
              (memory follows distinct stacks, not dumps)"
         ),
         Err(e) => failures.push(format!("merge of {tenth} dumps: {e}")),
+    }
+
+    // The same files as one long series (no time labels: ordered by name): `leaks` reads every
+    // dump for its labels, then resolves at most 64 of them.
+    println!("== jeprof-compat leaks <{dumps} dumps>");
+    let mut leaks_args = vec!["leaks".to_string()];
+    leaks_args.extend(paths.iter().map(|p| p.display().to_string()));
+    match timed(ours, &leaks_args, &sink) {
+        Ok((wall, rss)) => println!("   {wall:.2} s wall, peak RSS {rss:.0} MiB"),
+        Err(e) => failures.push(format!("leaks: {e}")),
     }
 
     let subset: Vec<String> = paths[..jeprof_dumps]

@@ -44,6 +44,9 @@ pub enum Error {
     Invalid(String),
     /// Bytes that should be a gzipped pprof `profile.proto` message are not one.
     Pprof(String),
+    /// The leak test cannot run on this series or with these options ([`crate::leaks`]): too
+    /// few dumps in its window, times out of order, an option out of range.
+    LeakTest(String),
     /// A dump lacks an annotation a reader needs, or holds one it cannot read (the allocator's
     /// figures, [`crate::allocator`]).
     Annotation {
@@ -76,7 +79,7 @@ impl Error {
                     *file = Some(path.into());
                 }
             }
-            Error::Invalid(_) | Error::Pprof(_) => {}
+            Error::Invalid(_) | Error::Pprof(_) | Error::LeakTest(_) => {}
         }
         self
     }
@@ -136,6 +139,7 @@ impl fmt::Display for Error {
             }
             Error::Invalid(what) => write!(f, "invalid profile: {what}"),
             Error::Pprof(what) => write!(f, "not a pprof profile: {what}"),
+            Error::LeakTest(what) => write!(f, "{what}"),
             Error::Io { file, source } => {
                 prefix(f, file)?;
                 write!(f, "{source}")

@@ -147,7 +147,7 @@ impl LeakOptions {
         } else {
             None
         };
-        problem.map_or(Ok(()), |p| Err(Error::Invalid(p)))
+        problem.map_or(Ok(()), |p| Err(Error::LeakTest(p)))
     }
 }
 
@@ -167,12 +167,12 @@ impl Plan {
     pub fn new(times: &[f64], options: &LeakOptions) -> Result<Plan, Error> {
         options.validate()?;
         if times.windows(2).any(|w| !(w[0] <= w[1])) {
-            return Err(Error::Invalid(
+            return Err(Error::LeakTest(
                 "the dumps' times must be finite and in ascending order".into(),
             ));
         }
         let (Some(&first), Some(&last)) = (times.first(), times.last()) else {
-            return Err(Error::Invalid("no dumps".into()));
+            return Err(Error::LeakTest("no dumps".into()));
         };
         let start = last - options.window * (last - first);
         let mut steps = options.steps;
@@ -198,7 +198,7 @@ impl Plan {
             }
             if steps == 2 {
                 let inside = times.iter().filter(|&&t| t >= start).count();
-                return Err(Error::Invalid(format!(
+                return Err(Error::LeakTest(format!(
                     "the window (the last {:.0}% of the series' time span) holds {inside} dumps at \
                      {} distinct times; the test needs at least 3, spread over it: take dumps \
                      more often or widen the window",
@@ -279,6 +279,11 @@ pub fn normal_upper_tail(z: f64) -> f64 {
     0.5 * libm::erfc(z / std::f64::consts::SQRT_2)
 }
 
+/// What is below this fraction of the figures it comes from is rounding, not sampling: a dump
+/// carries its estimates in jeprof's integers, which moves an unchanged site's bytes by parts in
+/// 10⁷ from one dump to the next.
+const ROUNDING: f64 = 1e-6;
+
 /// An upper bound of `Var(ŷ_b − ŷ_a)` for dump `a` before dump `b` of one process (module docs).
 pub fn difference_variance(a: &Point, b: &Point) -> f64 {
     let shared = match (a.allocated_samples, b.allocated_samples) {
@@ -290,12 +295,27 @@ pub fn difference_variance(a: &Point, b: &Point) -> f64 {
         }
         _ => 0.0,
     };
-    (a.variance + b.variance - 2.0 * shared).max(0.0)
+    let bound = a.variance + b.variance - 2.0 * shared;
+    if bound <= ROUNDING * (a.variance + b.variance) {
+        0.0
+    } else {
+        bound
+    }
+}
+
+/// `ŷ_b − ŷ_a`, zero when it is rounding ([`ROUNDING`]).
+fn difference(a: &Point, b: &Point) -> f64 {
+    let difference = b.bytes - a.bytes;
+    if difference.abs() <= ROUNDING * a.bytes.abs().max(b.bytes.abs()) {
+        0.0
+    } else {
+        difference
+    }
 }
 
 /// `P(Z ≥ (ŷ_b − ŷ_a)/sd)`: the one-sided p-value of "b holds no more than a".
 fn growth_p_value(a: &Point, b: &Point) -> f64 {
-    let difference = b.bytes - a.bytes;
+    let difference = difference(a, b);
     let variance = difference_variance(a, b);
     if variance > 0.0 {
         normal_upper_tail(difference / variance.sqrt())
@@ -329,7 +349,7 @@ pub fn trend(plan: &Plan, series: &[Point]) -> Trend {
     let (from, to) = (&series[cps[0]], &series[last]);
     let span = plan.times[last] - plan.times[cps[0]];
     let half = Z_95 * difference_variance(from, to).sqrt();
-    let growth = to.bytes - from.bytes;
+    let growth = difference(from, to);
     Trend {
         p_value,
         rate: growth / span,

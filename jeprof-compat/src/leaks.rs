@@ -184,7 +184,10 @@ pub fn find_leaks(
     options: &LeakOptions,
     policy: &ReadPolicy<'_>,
 ) -> Result<LeakReport, Error> {
-    options.test.validate()?;
+    options
+        .test
+        .validate()
+        .map_err(|e| Error::Series(e.to_string()))?;
     if options.points < 4 {
         return Err(Error::Series(format!(
             "--points must be at least 4, got {}",
@@ -272,13 +275,28 @@ pub fn find_leaks(
 }
 
 /// A dump's sites and their points, and the dump's live total (every stack).
+///
+/// A stack's entries are added up before its sampled counts are derived (one point per distinct
+/// stack, as `export` writes one row per stack): the writer may spread one stack's estimate over
+/// several entries of different average sizes to carry it exactly in jeprof's integers, and the
+/// counts of those entries are an encoding, not the stack's samples.
 fn site_points(profile: &ResolvedProfile, options: &LeakOptions) -> (HashMap<String, Point>, f64) {
     let report = &options.report;
     let accumulates = profile.stacks.iter().any(|s| s.counts.accum.objects > 0.0);
-    let mut sites: HashMap<String, Point> = HashMap::new();
+    let mut stacks: HashMap<Vec<u64>, (usize, jeprof_dumpfmt::Counts)> = HashMap::new();
     let mut total = 0.0;
-    for stack in &profile.stacks {
+    for (i, stack) in profile.stacks.iter().enumerate() {
         total += stack.counts.inuse.bytes;
+        let key: Vec<u64> = stack.frames.iter().map(|f| f.key).collect();
+        stacks
+            .entry(key)
+            .or_insert((i, jeprof_dumpfmt::Counts::default()))
+            .1
+            .add(&stack.counts);
+    }
+    let mut sites: HashMap<String, Point> = HashMap::new();
+    for (first, counts) in stacks.into_values() {
+        let stack = &profile.stacks[first];
         let Some(frames) = shown_frames(&stack.frames, report) else {
             continue;
         };
@@ -302,7 +320,7 @@ fn site_points(profile: &ResolvedProfile, options: &LeakOptions) -> (HashMap<Str
         } else {
             functions[cut.flat.min(cut.shown - 1)].clone()
         };
-        let point = Point::of_counts(&stack.counts, profile.sample_period, accumulates);
+        let point = Point::of_counts(&counts, profile.sample_period, accumulates);
         sites.entry(name).or_default().add(&point);
     }
     (sites, total)

@@ -65,23 +65,30 @@ pub use crate::export::parquet::SCHEMA_VERSION;
 /// - `by_leaf` (`leaf`): per innermost frame;
 /// - `by_label` (`label`, `value`): per label pair of the dumps (a row counts under each of its
 ///   dump's labels);
-/// - `over_time` (`hour`): per hour of the dumps' time, UTC.
-pub const VIEWS: [(&str, &str); 4] = [
+/// - `over_time` (`hour`): per hour of the dumps' time, UTC;
+/// - `leak_trend` (`label`, `value`, `function`): [`crate::leaks`]' test over hours for each label
+///   pair of a fleet (a process's last dump of each hour, the processes' figures added), with
+///   growth per hour, live bytes, the p-value and `suspect` (Benjamini–Hochberg at 5% per label
+///   pair); its own columns, not the four figures above.
+pub const VIEWS: [(&str, &str); 5] = [
     ("by_function", include_str!("../sql/by_function.sql")),
     ("by_leaf", include_str!("../sql/by_leaf.sql")),
     ("by_label", include_str!("../sql/by_label.sql")),
     ("over_time", include_str!("../sql/over_time.sql")),
+    ("leak_trend", include_str!("../sql/leak_trend.sql")),
 ];
 
 /// The columns [`VIEWS`] read besides the estimates ([`FIGURE_COLUMNS`]), which every file must
 /// have.
-const KEY_COLUMNS: [&str; 6] = [
+const KEY_COLUMNS: [&str; 8] = [
     "schema_version",
     "dump",
+    "pid",
     "time",
     "labels",
     "leaf",
     "user_frame",
+    "sample_period",
 ];
 
 fn query_error(file: Option<&Path>, reason: impl Into<String>) -> Error {

@@ -739,3 +739,176 @@ fn sql_sums_over_exported_rows_equal_merge_in_query_duckdb_and_spark() {
         );
     }
 }
+
+/// One process's series of twelve hourly dumps: `fn_1` leaks 2,000 objects of 1 KiB an hour,
+/// `fn_3` holds 5,000 of 512 B throughout, `fn_4` fills 3,000 of 256 B an hour and empties every
+/// third hour; each with the variance of its sampled estimate at 512 KiB.
+fn leaking_series(dir: &Path) -> Vec<PathBuf> {
+    let period = 524_288u64;
+    let estimate = |objects: f64, size: f64| {
+        let (objects_variance, bytes_variance) =
+            jeprof_dumpfmt::math::variance_from_average(objects, objects * size, period as f64);
+        jeprof_dumpfmt::Estimate {
+            objects,
+            bytes: objects * size,
+            objects_variance,
+            bytes_variance,
+        }
+    };
+    (0..12u64)
+        .map(|hour| {
+            let mut profile = common::generated_profile(
+                &[
+                    (vec![1, 9], 1.0, 1.0),
+                    (vec![3, 9], 1.0, 1.0),
+                    (vec![4, 9], 1.0, 1.0),
+                ],
+                period,
+                0x40_0000,
+            );
+            let leak = 2000.0 * (hour + 1) as f64;
+            let fills = hour + 1 - (hour + 1) / 3;
+            let cached = 3000.0 * (hour % 3) as f64;
+            let counts = [
+                (estimate(leak, 1024.0), estimate(leak, 1024.0)),
+                (estimate(5000.0, 512.0), estimate(5000.0, 512.0)),
+                (
+                    estimate(cached, 256.0),
+                    estimate(3000.0 * fills as f64, 256.0),
+                ),
+            ];
+            for (stack, (inuse, accum)) in profile.stacks.iter_mut().zip(counts) {
+                stack.counts = jeprof_dumpfmt::Counts { inuse, accum };
+            }
+            profile.stacks.retain(|s| !s.counts.is_zero());
+            let moment =
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_507_200 + 3600 * hour);
+            profile.labels = vec![
+                ("service".into(), "api".into()),
+                ("pid".into(), "7".into()),
+                ("time".into(), jeprof_dumpfmt::labels::rfc3339_utc(moment)),
+            ];
+            let path = dir.join(format!("series-{hour:02}.heap"));
+            jeprof_dumpfmt::write::write_file(&profile, &path, &Default::default()).unwrap();
+            path
+        })
+        .collect()
+}
+
+/// `(function, growth per hour, p-value, suspect)` of `leak_trend`'s rows for `service=api`.
+fn leak_rows(batches: &[RecordBatch]) -> BTreeMap<String, (f64, f64, bool)> {
+    let mut out = BTreeMap::new();
+    for b in batches {
+        let column = |name: &str| b.column(b.schema().index_of(name).unwrap()).clone();
+        let functions =
+            datafusion::arrow::compute::cast(&column("function"), &DataType::Utf8).unwrap();
+        let growth = column("growth_bytes_per_hour");
+        let p = column("p_value");
+        let suspect = column("suspect");
+        let (functions, growth, p, suspect) = (
+            functions.as_string::<i32>(),
+            growth.as_primitive::<Float64Type>(),
+            p.as_primitive::<Float64Type>(),
+            suspect.as_boolean(),
+        );
+        for i in 0..b.num_rows() {
+            out.insert(
+                functions.value(i).to_string(),
+                (growth.value(i), p.value(i), suspect.value(i)),
+            );
+        }
+    }
+    out
+}
+
+/// The view's figures equal `leaks`': growth to 1e-9 relative, p-values to the erfc
+/// approximation's 1e-6 (or both below 1e-12), the same suspects.
+fn assert_same_leaks(
+    engine: &str,
+    got: &BTreeMap<String, (f64, f64, bool)>,
+    want: &BTreeMap<String, (f64, f64, bool)>,
+) {
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{engine}"
+    );
+    for (function, (growth, p, suspect)) in want {
+        let (g, q, s) = got[function];
+        assert!(
+            close(g, *growth),
+            "{engine} {function}: growth {g} vs {growth}"
+        );
+        assert!(
+            (q - p).abs() <= 1e-6 * p.max(1e-6) || (q < 1e-12 && *p < 1e-12),
+            "{engine} {function}: p {q} vs {p}"
+        );
+        assert_eq!(s, *suspect, "{engine} {function}");
+    }
+}
+
+#[test]
+fn the_leak_trend_view_finds_what_leaks_finds_with_its_figures_in_query_and_duckdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = leaking_series(dir.path());
+    let found = jeprof_compat::leaks::find_leaks(
+        &dumps,
+        &jeprof_compat::SymbolizeOptions::default(),
+        &jeprof_compat::leaks::LeakOptions::default(),
+        &jeprof_compat::ReadPolicy::default(),
+    )
+    .unwrap();
+    let want: BTreeMap<String, (f64, f64, bool)> = found
+        .sites
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                (s.trend.rate * 3600.0, s.trend.p_value, s.suspect),
+            )
+        })
+        .collect();
+    assert_eq!(
+        want.iter()
+            .filter(|(_, w)| w.2)
+            .map(|(f, _)| f.as_str())
+            .collect::<Vec<_>>(),
+        ["fn_1"],
+        "{want:?}"
+    );
+    let rows = dir.path().join("series.parquet");
+    export(&dumps, &rows);
+    let sql = "SELECT function, growth_bytes_per_hour, p_value, suspect FROM leak_trend \
+               WHERE label = 'service' AND value = 'api'";
+    let session = query::Session::new(std::slice::from_ref(&rows)).unwrap();
+    assert_same_leaks("query", &leak_rows(&session.sql(sql).unwrap()), &want);
+
+    if let Some(python) = python_with(&["duckdb"], false) {
+        let out = dir.path().join("duckdb.parquet");
+        let script = format!(
+            "import duckdb, glob\n\
+             con = duckdb.connect()\n\
+             con.execute(\"SET TimeZone = 'UTC'\")\n\
+             con.execute(\"CREATE VIEW rows AS SELECT * FROM read_parquet('{rows}')\")\n\
+             for f in sorted(glob.glob('{sql_dir}/*.sql')):\n    con.execute(open(f).read())\n\
+             con.execute(\"COPY ({sql}) TO '{out}' (FORMAT parquet)\")\n",
+            rows = rows.display(),
+            sql_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql"),
+            out = out.display(),
+        );
+        let run = Command::new(&python)
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "duckdb: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        session
+            .register_parquet("duckdb_leaks", std::slice::from_ref(&out))
+            .unwrap();
+        let got = leak_rows(&session.sql("SELECT * FROM duckdb_leaks").unwrap());
+        assert_same_leaks("duckdb", &got, &want);
+    }
+}

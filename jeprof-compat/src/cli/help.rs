@@ -161,7 +161,9 @@ The rows are table `rows`, one row per (dump, stack), already unbiased: a plain 
 is right, and SUM of a column's `_var` is its variance. Views (each with inuse_bytes, inuse_objects, \
 alloc_bytes, alloc_objects, a 95% interval `<column>_lo`..`<column>_hi` from the summed variances, \
 and `dumps`): by_function (flat, by each row's user_frame), by_leaf, by_label (label, value), \
-over_time (hour, UTC). The same SQL runs in DuckDB over the same files (see the README).
+over_time (hour, UTC); and leak_trend (label, value, function: the leaks test over hours per label \
+pair, with growth_bytes_per_hour, live_bytes, p_value, suspect). The same SQL runs in DuckDB over \
+the same files (see the README).
 
 Bytes print in MB as jeprof's reports do (--raw for whole bytes); --csv prints every value in full.";
 
