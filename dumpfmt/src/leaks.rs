@@ -166,7 +166,8 @@ impl Plan {
     /// order given is kept). Fails when the window holds fewer than three distinct checkpoints.
     pub fn new(times: &[f64], options: &LeakOptions) -> Result<Plan, Error> {
         options.validate()?;
-        if times.windows(2).any(|w| !(w[0] <= w[1])) {
+        let ordered = |w: &[f64]| w[0].partial_cmp(&w[1]).is_some_and(|o| o.is_le());
+        if !times.windows(2).all(ordered) || times.iter().any(|t| !t.is_finite()) {
             return Err(Error::LeakTest(
                 "the dumps' times must be finite and in ascending order".into(),
             ));
