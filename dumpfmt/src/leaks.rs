@@ -53,9 +53,9 @@
 //!   (`(t_last − t_{c₀}) / K`) or more later held more; then, since that looks a step ahead, the
 //!   lowest point from there to `c₀`: where the floor began the rise still going on.
 
+use crate::error::Error;
 use crate::math::Z_95;
 use crate::model::Counts;
-use crate::Error;
 
 /// One site's figures in one dump. The default is a site with nothing in the dump: no bytes, no
 /// samples, none allocated.

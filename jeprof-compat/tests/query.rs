@@ -740,61 +740,6 @@ fn sql_sums_over_exported_rows_equal_merge_in_query_duckdb_and_spark() {
     }
 }
 
-/// One process's series of twelve hourly dumps: `fn_1` leaks 2,000 objects of 1 KiB an hour,
-/// `fn_3` holds 5,000 of 512 B throughout, `fn_4` fills 3,000 of 256 B an hour and empties every
-/// third hour; each with the variance of its sampled estimate at 512 KiB.
-fn leaking_series(dir: &Path) -> Vec<PathBuf> {
-    let period = 524_288u64;
-    let estimate = |objects: f64, size: f64| {
-        let (objects_variance, bytes_variance) =
-            jeprof_dumpfmt::math::variance_from_average(objects, objects * size, period as f64);
-        jeprof_dumpfmt::Estimate {
-            objects,
-            bytes: objects * size,
-            objects_variance,
-            bytes_variance,
-        }
-    };
-    (0..12u64)
-        .map(|hour| {
-            let mut profile = common::generated_profile(
-                &[
-                    (vec![1, 9], 1.0, 1.0),
-                    (vec![3, 9], 1.0, 1.0),
-                    (vec![4, 9], 1.0, 1.0),
-                ],
-                period,
-                0x40_0000,
-            );
-            let leak = 2000.0 * (hour + 1) as f64;
-            let fills = hour + 1 - (hour + 1) / 3;
-            let cached = 3000.0 * (hour % 3) as f64;
-            let counts = [
-                (estimate(leak, 1024.0), estimate(leak, 1024.0)),
-                (estimate(5000.0, 512.0), estimate(5000.0, 512.0)),
-                (
-                    estimate(cached, 256.0),
-                    estimate(3000.0 * fills as f64, 256.0),
-                ),
-            ];
-            for (stack, (inuse, accum)) in profile.stacks.iter_mut().zip(counts) {
-                stack.counts = jeprof_dumpfmt::Counts { inuse, accum };
-            }
-            profile.stacks.retain(|s| !s.counts.is_zero());
-            let moment =
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_507_200 + 3600 * hour);
-            profile.labels = vec![
-                ("service".into(), "api".into()),
-                ("pid".into(), "7".into()),
-                ("time".into(), jeprof_dumpfmt::labels::rfc3339_utc(moment)),
-            ];
-            let path = dir.join(format!("series-{hour:02}.heap"));
-            jeprof_dumpfmt::write::write_file(&profile, &path, &Default::default()).unwrap();
-            path
-        })
-        .collect()
-}
-
 /// `(function, growth per hour, p-value, suspect)` of `leak_trend`'s rows for `service=api`.
 fn leak_rows(batches: &[RecordBatch]) -> BTreeMap<String, (f64, f64, bool)> {
     let mut out = BTreeMap::new();
@@ -850,7 +795,7 @@ fn assert_same_leaks(
 #[test]
 fn the_leak_trend_view_finds_what_leaks_finds_with_its_figures_in_query_and_duckdb() {
     let dir = tempfile::tempdir().unwrap();
-    let dumps = leaking_series(dir.path());
+    let dumps = common::leaking_series(dir.path(), "7");
     let found = jeprof_compat::leaks::find_leaks(
         &dumps,
         &jeprof_compat::SymbolizeOptions::default(),
