@@ -53,9 +53,9 @@
 //!   (`(t_last − t_{c₀}) / K`) or more later held more; then, since that looks a step ahead, the
 //!   lowest point from there to `c₀`: where the floor began the rise still going on.
 
+use crate::error::Error;
 use crate::math::Z_95;
 use crate::model::Counts;
-use crate::Error;
 
 /// One site's figures in one dump. The default is a site with nothing in the dump: no bytes, no
 /// samples, none allocated.
@@ -166,7 +166,14 @@ impl Plan {
     /// order given is kept). Fails when the window holds fewer than three distinct checkpoints.
     pub fn new(times: &[f64], options: &LeakOptions) -> Result<Plan, Error> {
         options.validate()?;
-        if times.windows(2).any(|w| !(w[0] <= w[1])) {
+        // NaN compares as neither: refused with the unordered times.
+        let ascending = |w: &[f64]| {
+            matches!(
+                w[0].partial_cmp(&w[1]),
+                Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+            )
+        };
+        if !times.windows(2).all(ascending) {
             return Err(Error::Invalid(
                 "the dumps' times must be finite and in ascending order".into(),
             ));

@@ -160,7 +160,7 @@ mod tests {
     use super::*;
 
     /// Each text with the command it follows.
-    const TEXTS: [(&str, &str); 7] = [
+    const TEXTS: [(&str, &str); 8] = [
         ("jeprof-compat", TOP),
         ("report", REPORT),
         ("merge", MERGE),
