@@ -409,6 +409,65 @@ pub fn benjamini_hochberg(p_values: &[f64], level: f64) -> Vec<bool> {
     discovered
 }
 
+/// `bytes` as the leak tables print them: `12.3 MB` (10⁶), `512 B` below a kilobyte.
+pub fn human_bytes(bytes: f64) -> String {
+    let magnitude = bytes.abs();
+    if magnitude >= 1e9 {
+        format!("{:.2} GB", bytes / 1e9)
+    } else if magnitude >= 1e6 {
+        format!("{:.1} MB", bytes / 1e6)
+    } else if magnitude >= 1e3 {
+        format!("{:.1} kB", bytes / 1e3)
+    } else {
+        format!("{bytes:.0} B")
+    }
+}
+
+/// `seconds` as the leak tables print them: seconds below two minutes, minutes below two hours,
+/// hours below two days, then days.
+pub fn human_duration(seconds: f64) -> String {
+    if seconds >= 2.0 * 86_400.0 {
+        format!("{:.1} d", seconds / 86_400.0)
+    } else if seconds >= 7_200.0 {
+        format!("{:.1} h", seconds / 3_600.0)
+    } else if seconds >= 120.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.1} s")
+    }
+}
+
+/// The first columns of a leak table's header, rates per `unit` (`/h`): growth, live now and
+/// started. One layout for every producer (`jeprof-compat leaks`, the shim's `/debug/pprof/leaks`);
+/// each appends its own columns and the site's name.
+pub fn table_header(unit: &str) -> String {
+    format!(
+        "{:>32}  {:>30}  {:<27}",
+        format!("growth{unit} (95%)"),
+        "live now (95%)",
+        "started"
+    )
+}
+
+/// A suspect's first columns under [`table_header`]: its growth (`trend`'s rate × `scale`) and
+/// live bytes, each with its 95% interval, and `started` as the caller writes it.
+pub fn table_row(trend: &Trend, scale: f64, started: &str) -> String {
+    let growth = format!(
+        "{} [{}, {}]",
+        human_bytes(trend.rate * scale),
+        human_bytes(trend.rate_low * scale),
+        human_bytes(trend.rate_high * scale)
+    );
+    let (lo, hi) = crate::math::confidence_interval_95(trend.live, trend.live_variance);
+    let live = format!(
+        "{} [{}, {}]",
+        human_bytes(trend.live),
+        human_bytes(lo),
+        human_bytes(hi)
+    );
+    format!("{growth:>32}  {live:>30}  {started:<27}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,8 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use jeprof_dumpfmt::leaks::{self as test, Plan, Point, Trend};
+pub use jeprof_dumpfmt::leaks::human_bytes;
+use jeprof_dumpfmt::leaks::{self as test, human_duration, Plan, Point, Trend};
 use rayon::prelude::*;
 
 use crate::error::Error;
@@ -326,32 +327,6 @@ fn site_points(profile: &ResolvedProfile, options: &LeakOptions) -> (HashMap<Str
     (sites, total)
 }
 
-/// `bytes` as the table prints them: `12.3 MB` (10⁶), `512 B` below a kilobyte.
-pub fn human_bytes(bytes: f64) -> String {
-    let magnitude = bytes.abs();
-    if magnitude >= 1e9 {
-        format!("{:.2} GB", bytes / 1e9)
-    } else if magnitude >= 1e6 {
-        format!("{:.1} MB", bytes / 1e6)
-    } else if magnitude >= 1e3 {
-        format!("{:.1} kB", bytes / 1e3)
-    } else {
-        format!("{bytes:.0} B")
-    }
-}
-
-fn human_duration(seconds: f64) -> String {
-    if seconds >= 2.0 * 86_400.0 {
-        format!("{:.1} d", seconds / 86_400.0)
-    } else if seconds >= 7_200.0 {
-        format!("{:.1} h", seconds / 3_600.0)
-    } else if seconds >= 120.0 {
-        format!("{:.1} min", seconds / 60.0)
-    } else {
-        format!("{seconds:.1} s")
-    }
-}
-
 impl LeakReport {
     /// Rates are per hour when timed, else per dump.
     fn rate_unit(&self) -> (f64, &'static str) {
@@ -423,12 +398,7 @@ impl LeakReport {
             return Ok(());
         }
         let limit = self.options.limit;
-        let mut header = format!(
-            "{:>32}  {:>30}  {:<27}",
-            format!("growth{unit} (95%)"),
-            "live now (95%)",
-            "started"
-        );
+        let mut header = test::table_header(unit);
         if let Some(limit) = limit {
             let _ = write!(
                 header,
@@ -438,21 +408,7 @@ impl LeakReport {
         }
         writeln!(out, "{header}  {}", self.site_word())?;
         for site in suspects {
-            let t = &site.trend;
-            let growth = format!(
-                "{} [{}, {}]",
-                human_bytes(t.rate * scale),
-                human_bytes(t.rate_low * scale),
-                human_bytes(t.rate_high * scale)
-            );
-            let (lo, hi) = jeprof_dumpfmt::math::confidence_interval_95(t.live, t.live_variance);
-            let live = format!(
-                "{} [{}, {}]",
-                human_bytes(t.live),
-                human_bytes(lo),
-                human_bytes(hi)
-            );
-            let mut line = format!("{growth:>32}  {live:>30}  {:<27}", self.started(site));
+            let mut line = test::table_row(&site.trend, scale, &self.started(site));
             if limit.is_some() {
                 let when = match self.time_to_limit(site) {
                     Some((mid, soon, late)) => {

@@ -106,41 +106,10 @@ pub fn short_function_name(full: &str) -> String {
     leading.replace(&name, "$1").into_owned()
 }
 
-/// The functions our reports pass over when charging flat, unless told otherwise (`--hide`;
-/// [`crate::attribution`]): Rust's standard library (`core`, `alloc`, `hashbrown`, which `std`'s
-/// `HashMap` is, and `std`'s own modules), its impls for primitive and generic types
-/// (`<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem`, `<T as
-/// alloc::string::ToString>::to_string`), and the allocator (Rust's shims, tikv-jemallocator's
-/// entry points, this profiler). A trait impl for the program's own type (`<my_app::Node as
-/// core::clone::Clone>::clone`) is the program's and stays. One regex each; a report matches
-/// them against function names as it shows them (demangled, without hash).
-///
-/// `std::` is matched by module (`std::rt::`, `std::sys::`, ...) because C++'s standard library
-/// is `std::` too (`std::vector::push_back`) and a C++ program's report stays jeprof's; Rust
-/// symbols name where code is defined, so `Vec` is `alloc::vec::Vec`, never `std::vec::Vec`.
-/// A limit: `std::thread::` is both languages', and is hidden in C++ programs too.
-pub const DEFAULT_HIDE: &[&str] = &[
-    // A standard library path, also as the self type of an impl, behind references, pointers,
-    // `dyn` or a slice (`<&dyn core::ops::function::Fn<()> as core::ops::function::FnOnce<()>>`).
-    r"^<?(&(mut )?|\*(const|mut) |dyn |\[)*(core|alloc|hashbrown)::",
-    concat!(
-        r"^<?(&(mut )?|\*(const|mut) |dyn |\[)*std::(alloc|backtrace|collections|env|error|ffi",
-        r"|fs|io|net|os|panic|panicking|path|process|rt|sync|sys|sys_common|thread|time)::"
-    ),
-    // A standard library trait implemented for a type with no path: a primitive, a generic
-    // parameter, a slice or reference of one (`<[T] as alloc::slice::hack::ConvertVec>`).
-    r"^<[^:<>]* as (core|alloc|hashbrown|std)::",
-    // The allocator: Rust's shims, tikv-jemallocator's `_rjem_` entry points, the profilers.
-    r"^(__rust_|__rustc::|__rdl_|__rg_|_rjem_)",
-    r"^<?(jeprof_shim|tikv_jemallocator)::",
-];
-
-/// [`DEFAULT_HIDE`] as one regex.
-pub fn default_hide() -> Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| Regex::new(&DEFAULT_HIDE.join("|")).expect("static regex"))
-        .clone()
-}
+/// The functions our reports pass over when charging flat unless told otherwise (`--hide`;
+/// [`crate::attribution`]): one list for the workspace, kept in `jeprof-dumpfmt` so that the
+/// shim names a leak suspect's user frame as the reports do.
+pub use jeprof_dumpfmt::frames::{default_hide, DEFAULT_HIDE};
 
 /// The allocator frames a report leaves out: one list for the workspace, kept beside the model in
 /// `jeprof-dumpfmt` so that every producer (the shim's pprof, this tool's reports) removes the same.
@@ -204,41 +173,5 @@ mod tests {
         // C++ argument lists, qualified or not, are still shortened.
         assert_eq!(clean("ns::f(int) const", NameStyle::Clean), "ns::f");
         assert_eq!(clean("ns::g()", NameStyle::Clean), "ns::g");
-    }
-
-    #[test]
-    fn default_hide_list_hides_the_standard_library_and_not_the_programs_impls() {
-        let hide = default_hide();
-        for f in [
-            "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
-            "hashbrown::raw::RawTable<T,A>::reserve_rehash",
-            "<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem",
-            "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
-            "<alloc::alloc::Global>::alloc_impl",
-            "<T as alloc::string::ToString>::to_string",
-            "<[T] as alloc::slice::hack::ConvertVec>::to_vec",
-            "<&dyn core::ops::function::Fn<(), Output = i32> as core::ops::function::FnOnce<()>>::call_once",
-            "std::collections::hash::map::HashMap<K,V,S>::insert",
-            "core::ops::function::FnOnce::call_once",
-            "__rustc::__rust_alloc",
-            "<jeprof_shim::Profiled<A> as core::alloc::global::GlobalAlloc>::alloc",
-        ] {
-            assert!(hide.is_match(f), "{f} not hidden");
-        }
-        for f in [
-            "my_app::cache::Cache::insert",
-            "<my_app::Node as core::clone::Clone>::clone",
-            "demo::main",
-            "main",
-            "allocator_api2::alloc",
-            // C++'s standard library, shortened as jeprof shortens it.
-            "std::vector::push_back",
-            "std::basic_string::_M_create",
-        ] {
-            assert!(!hide.is_match(f), "{f} hidden");
-        }
-        // A limit, documented: the self type decides, so the program's trait implemented on a
-        // standard type is hidden with the standard library.
-        assert!(hide.is_match("<alloc::vec::Vec<T> as my_app::Pool>::take"));
     }
 }

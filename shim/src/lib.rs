@@ -14,15 +14,18 @@ mod parts;
 mod profiler;
 
 pub use base::settings::{
-    DEFAULT_ARENA_SIZE, DEFAULT_MAX_FRAMES, DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE,
+    DEFAULT_ARENA_SIZE, DEFAULT_LEAK_HISTORY, DEFAULT_LEAK_INTERVAL, DEFAULT_MAX_FRAMES,
+    DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE, LEAK_HISTORY_STACKS,
 };
 pub use exact::{ExactScopeStats, ExactScopes};
 #[cfg(feature = "http")]
 pub use http::serve;
 pub use jeprof_dumpfmt;
+pub use jeprof_dumpfmt::leaks::LeakOptions;
 pub use parts::capture::{Unwinder, MAX_FRAMES_LIMIT};
 pub use parts::symbolize::SymbolizerCost;
 pub use profiler::control::ConfigError;
+pub use profiler::leak_history::{LeakHistoryError, LeakSuspect};
 pub use profiler::pprof::{PprofOptions, SampleType};
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;
@@ -30,7 +33,7 @@ pub use profiler::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped}
 pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
-use profiler::{allocator, auto_dump, control, init, report, sampled_path};
+use profiler::{allocator, auto_dump, control, init, leak_history, report, sampled_path};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
@@ -283,6 +286,26 @@ pub fn dump_next() -> Result<std::path::PathBuf, jeprof_dumpfmt::Error> {
 /// symbols when `symbolize` is on. Empty before the first sample.
 pub fn peak_snapshot() -> jeprof_dumpfmt::Profile {
     auto_dump::peak_profile(base::settings::symbolize())
+}
+
+/// The stacks whose live bytes are still growing, by the leak test of [`jeprof_dumpfmt::leaks`]
+/// (default options: the last half of the history, two steps, false discovery rate 5% over every
+/// stack) over the in-process history of per-stack live sums that the profiler records every
+/// `leak_interval`. Fastest growing first; each named by its user frame. An error, saying when
+/// there will be enough, while the history is too short.
+pub fn leak_suspects() -> Result<Vec<LeakSuspect>, LeakHistoryError> {
+    leak_suspects_with(&LeakOptions::default())
+}
+
+/// [`leak_suspects`] with the test's window, steps and false discovery rate.
+pub fn leak_suspects_with(options: &LeakOptions) -> Result<Vec<LeakSuspect>, LeakHistoryError> {
+    init::ensure_init();
+    leak_history::ensure_recorder();
+    Ok(leak_history::find(options)?
+        .suspects
+        .into_iter()
+        .map(|(suspect, _)| suspect)
+        .collect())
 }
 
 /// Opens an allocation window: [`AllocationProfile::stop`] returns a [`WindowProfile`] of every

@@ -20,6 +20,16 @@ pub const DEFAULT_DUMP_PREFIX: &str = "jeprof";
 /// Default growth factor of the peak tracker: it re-snapshots when the estimated live bytes exceed
 /// the last peak by 10%, tcmalloc's rule.
 pub const DEFAULT_PEAK_GROWTH: f64 = 1.1;
+/// Default seconds between the leak history's snapshots: a minute, so the default ring holds an
+/// hour.
+pub const DEFAULT_LEAK_INTERVAL: f64 = 60.0;
+/// Default number of snapshots the leak history keeps.
+pub const DEFAULT_LEAK_HISTORY: usize = 64;
+/// The most snapshots `leak_history` may ask for (with [`LEAK_HISTORY_STACKS`] stacks each,
+/// 4096 snapshots are at most 168 MB).
+pub const MAX_LEAK_HISTORY: usize = 4096;
+/// The most stacks one snapshot of the leak history keeps: those with the most live bytes.
+pub const LEAK_HISTORY_STACKS: usize = 2048;
 
 /// The `unwinder` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +114,10 @@ struct AutoSettings {
     max_dumps: AtomicU64,
     /// `dump_final`.
     dump_final: AtomicBool,
+    /// `leak_interval` in seconds, as `f64` bits (0.0: no leak history).
+    leak_interval: AtomicU64,
+    /// `leak_history`: snapshots kept.
+    leak_history: AtomicUsize,
 }
 
 static AUTO: AutoSettings = AutoSettings {
@@ -111,6 +125,8 @@ static AUTO: AutoSettings = AutoSettings {
     peak_growth: AtomicU64::new(DEFAULT_PEAK_GROWTH.to_bits()),
     max_dumps: AtomicU64::new(0),
     dump_final: AtomicBool::new(false),
+    leak_interval: AtomicU64::new(DEFAULT_LEAK_INTERVAL.to_bits()),
+    leak_history: AtomicUsize::new(DEFAULT_LEAK_HISTORY),
 };
 
 // Ordering, for every load and store below: a setting read on its own; it publishes no other
@@ -283,6 +299,29 @@ pub(crate) fn dump_final() -> bool {
 pub(crate) fn set_dump_final(on: bool) {
     // Ordering: see above.
     AUTO.dump_final.store(on, Ordering::Relaxed);
+}
+
+/// Seconds between the leak history's snapshots (0: none).
+pub(crate) fn leak_interval() -> f64 {
+    // Ordering: see above.
+    f64::from_bits(AUTO.leak_interval.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_leak_interval(seconds: f64) {
+    // Ordering: see above.
+    AUTO.leak_interval
+        .store(seconds.to_bits(), Ordering::Relaxed);
+}
+
+/// How many snapshots the leak history keeps.
+pub(crate) fn leak_history() -> usize {
+    // Ordering: see above.
+    AUTO.leak_history.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_leak_history(snapshots: usize) {
+    // Ordering: see above.
+    AUTO.leak_history.store(snapshots, Ordering::Relaxed);
 }
 
 /// Whether any setting asks for dumps written by the background writer (interval or peak).

@@ -11,6 +11,7 @@ use jeprof_dumpfmt::{Profile, Stack, WriteOptions};
 use crate::base::settings;
 use crate::base::thread::Guard;
 use crate::parts::symbolize;
+use crate::profiler::leak_history::{self, Found};
 use crate::profiler::pprof::{encode, PprofOptions, SampleType};
 use crate::profiler::window::AllocationProfile;
 use crate::profiler::{auto_dump, init, report, scopes};
@@ -33,6 +34,7 @@ pub const PATHS: [&str; 7] = [
     "/debug/pprof/allocs",
     "/debug/pprof/peak",
     "/debug/pprof/allocator",
+    "/debug/pprof/leaks",
     "/pprof/heap",
     "/pprof/symbol",
     "/pprof/cmdline",
@@ -128,6 +130,7 @@ pub fn handle(request: &Request<'_>) -> Response {
         "/debug/pprof/allocs" => go_heap(&params, SampleType::AllocSpace),
         "/debug/pprof/peak" => peak(&params),
         "/debug/pprof/allocator" => allocator(),
+        "/debug/pprof/leaks" => leaks(request.query),
         "/pprof/heap" => legacy_heap(&params),
         "/pprof/symbol" if request.method == "POST" => symbols(request.body),
         // jeprof's CheckSymbolPage only asks whether symbols can be had at all.
@@ -351,6 +354,137 @@ fn allocator() -> Response {
 
 /// `/pprof/heap` for the legacy jeprof: heap_v2 text without symbols (jeprof posts the addresses
 /// it needs to `/pprof/symbol`, so only those are symbolized).
+/// `/debug/pprof/leaks`: [`crate::leak_suspects`] as the table `jeprof-compat leaks` prints (its
+/// columns, rates per hour, one stack a row named by its user frame), or with `format=json` the
+/// same as JSON (`jeprof-compat leaks --json`'s keys, with `stack` added). 503 with the reason
+/// while the history is too short or off.
+fn leaks(query: &str) -> Response {
+    let mut json = false;
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "format" {
+            json = match &*value {
+                "json" => true,
+                "text" => false,
+                _ => {
+                    return Response::error(
+                        400,
+                        format_args!("`format={value}`: expected text or json"),
+                    )
+                }
+            };
+        }
+    }
+    init::ensure_init();
+    leak_history::ensure_recorder();
+    let options = jeprof_dumpfmt::leaks::LeakOptions::default();
+    match leak_history::find(&options) {
+        Err(why) => Response::error(503, why),
+        Ok(found) if json => Response::ok(
+            "application/json",
+            leaks_json(&found, &options).into_bytes(),
+        ),
+        Ok(found) => Response::ok(
+            "text/plain; charset=utf-8",
+            leaks_text(&found, &options).into_bytes(),
+        ),
+    }
+}
+
+fn leaks_text(found: &Found, options: &jeprof_dumpfmt::leaks::LeakOptions) -> String {
+    use jeprof_dumpfmt::leaks::{human_duration, table_header, table_row};
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Leak suspects: {} of {} stacks (false discovery rate {}%), from {} snapshots over {}; \
+         still growing over the last {:.0}% of the history in each of {} steps",
+        found.suspects.len(),
+        found.stacks,
+        options.fdr * 100.0,
+        found.snapshots,
+        human_duration(found.span),
+        options.window * 100.0,
+        found.steps,
+    );
+    if found.suspects.is_empty() {
+        out.push_str("No stack's live bytes are still growing.\n");
+        return out;
+    }
+    let _ = writeln!(out, "{}  function", table_header("/h"));
+    for (suspect, trend) in &found.suspects {
+        let started = jeprof_dumpfmt::labels::rfc3339_utc(suspect.started);
+        let _ = writeln!(
+            out,
+            "{}  {}",
+            table_row(trend, 3_600.0, &started),
+            suspect.function.replace(['\r', '\n'], " ")
+        );
+    }
+    out
+}
+
+/// A JSON number (`null` for what JSON cannot hold).
+fn json_number(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".to_string()
+    }
+}
+
+/// A JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn leaks_json(found: &Found, options: &jeprof_dumpfmt::leaks::LeakOptions) -> String {
+    let suspects: Vec<String> = found
+        .suspects
+        .iter()
+        .map(|(s, _)| {
+            let stack: Vec<String> = s.stack.iter().map(|f| json_string(f)).collect();
+            format!(
+                "{{\"function\":{},\"stack\":[{}],\"growth_bytes_per_hour\":{},\
+                 \"growth_bytes_per_hour_95\":[{},{}],\"live_bytes\":{},\"live_bytes_95\":[{},{}],\
+                 \"started\":{},\"p_value\":{}}}",
+                json_string(&s.function),
+                stack.join(","),
+                json_number(s.rate * 3_600.0),
+                json_number(s.rate_95.0 * 3_600.0),
+                json_number(s.rate_95.1 * 3_600.0),
+                json_number(s.live_bytes),
+                json_number(s.live_bytes_95.0),
+                json_number(s.live_bytes_95.1),
+                json_string(&jeprof_dumpfmt::labels::rfc3339_utc(s.started)),
+                json_number(s.p_value),
+            )
+        })
+        .collect();
+    format!(
+        "{{\"snapshots\":{},\"span_seconds\":{},\"per\":\"stack\",\"sites\":{},\
+         \"false_discovery_rate\":{},\"window\":{},\"steps\":{},\"suspects\":[{}]}}\n",
+        found.snapshots,
+        json_number(found.span),
+        found.stacks,
+        json_number(options.fdr),
+        json_number(options.window),
+        found.steps,
+        suspects.join(",")
+    )
+}
+
 fn legacy_heap(params: &Params) -> Response {
     match &params.scope {
         None => heap_v2(&report::snapshot(false).0, false),

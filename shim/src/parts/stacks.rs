@@ -108,6 +108,17 @@ pub(crate) fn intern(
     Some((id, table.records[id as usize].frames))
 }
 
+/// Frames as written to a dump: the innermost return address minus one (so it points into the
+/// call instruction, and jeprof, which takes the first frame as an exact PC, finds the calling
+/// line), every other frame as returned (jeprof subtracts one itself).
+pub(crate) fn frames_for_dump(frames: &[u64]) -> Vec<u64> {
+    let mut out = frames.to_vec();
+    if let Some(first) = out.first_mut() {
+        *first = first.saturating_sub(1);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

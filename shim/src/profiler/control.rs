@@ -123,10 +123,21 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
             "peak_growth" => parse_factor(value, false).map(settings::set_peak_growth),
             "max_dumps" => parse_u64(value).map(settings::set_max_dumps),
             "dump_final" => parse_bool(value).map(settings::set_dump_final),
+            "leak_interval" => parse_interval(value).map(settings::set_leak_interval),
+            "leak_history" => parse_u64(value).and_then(|v| {
+                let most = settings::MAX_LEAK_HISTORY as u64;
+                if (3..=most).contains(&v) {
+                    settings::set_leak_history(v as usize);
+                    Ok(())
+                } else {
+                    Err(format!("must be between 3 and {most}"))
+                }
+            }),
             _ => Err(
                 "unknown key (known: sample_rate, active, seed, max_frames, symbolize, \
                  dump_on_exit, unwinder, arena_size, max_stacks, dump_prefix, dump_interval, \
-                 dump_peak, peak_growth, max_dumps, dump_final, service, http)"
+                 dump_peak, peak_growth, max_dumps, dump_final, leak_interval, leak_history, service, \
+                 http)"
                     .to_string(),
             ),
         };
@@ -224,6 +235,18 @@ fn parse_factor(value: &str, zero_is_off: bool) -> Result<f64, String> {
     }
 }
 
+/// `leak_interval`'s seconds: 0 (off), or from a millisecond to a day; fractions allowed.
+fn parse_interval(value: &str) -> Result<f64, String> {
+    let seconds = value
+        .parse::<f64>()
+        .map_err(|_| format!("`{value}` is not a number of seconds"))?;
+    if seconds == 0.0 || (0.001..=86_400.0).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err("must be 0 (off) or from 0.001 to 86400 seconds".to_string())
+    }
+}
+
 fn parse_bool(value: &str) -> Result<bool, String> {
     match value {
         "true" | "1" => Ok(true),
@@ -285,6 +308,11 @@ mod tests {
             "peak_growth:1.0",
             "max_dumps:-3",
             "dump_final:maybe",
+            "leak_interval:-1",
+            "leak_interval:nan",
+            "leak_interval:100000",
+            "leak_history:2",
+            "leak_history:5000",
         ] {
             let err = apply(bad).unwrap_err();
             assert_eq!(err.problems.len(), 1, "{bad}: {err}");
@@ -294,6 +322,8 @@ mod tests {
         assert!(lock(&settings::DUMP_PREFIX).is_none());
         assert_eq!(settings::dump_peak(), 0.0);
         assert_eq!(settings::peak_growth(), settings::DEFAULT_PEAK_GROWTH);
+        assert_eq!(settings::leak_interval(), settings::DEFAULT_LEAK_INTERVAL);
+        assert_eq!(settings::leak_history(), settings::DEFAULT_LEAK_HISTORY);
         apply("max_stacks:4294967294,max_stacks:65536").unwrap();
     }
 }

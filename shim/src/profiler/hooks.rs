@@ -10,6 +10,7 @@ use tikv_jemalloc_sys as jem;
 
 use super::auto_dump;
 use super::control;
+use super::leak_history::{self, History, HISTORY};
 use super::peak::{LiveByStack, PeakSnapshot, LIVE_BY_STACK, PEAK};
 use super::report;
 use crate::base::settings;
@@ -61,6 +62,7 @@ struct ForkHeld {
     _written: MutexGuard<'static, VecDeque<PathBuf>>,
     _windows: MutexGuard<'static, Windows>,
     _peak: MutexGuard<'static, Option<PeakSnapshot>>,
+    _history: MutexGuard<'static, History>,
     _registry: MutexGuard<'static, Registry<TableRef>>,
     _tables: Vec<MutexGuard<'static, ThreadTotals>>,
     _stacks: MutexGuard<'static, Option<StackTable>>,
@@ -81,9 +83,9 @@ static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 extern "C" fn fork_prepare() {
     // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena
     // → dump_on_exit → dump_prefix → service → http address (the listener starts under it) →
-    // scope names → written dumps → windows → peak → registry → thread tables → stacks → shards →
+    // scope names → written dumps → windows → peak → leak history → registry → thread tables → stacks → shards →
     // the peak tracker's per-stack sums. (dump_prefix,
-    // service, written dumps, windows and peak are each taken with no other profiler lock held.)
+    // service, written dumps, windows, peak and the leak history are each taken with no other profiler lock held.)
     // Taking `writing` waits for the writer's dump in progress, if any: the child must not
     // inherit it held.
     let writing = lock(&auto_dump::WRITING);
@@ -102,6 +104,7 @@ extern "C" fn fork_prepare() {
     let written = lock(&auto_dump::WRITTEN);
     let windows = lock(&WINDOWS);
     let peak = lock(&PEAK);
+    let history = lock(&HISTORY);
     let registry = lock(&REGISTRY);
     let tables = {
         // The list of guards is the one allocation here: keep it out of the profile.
@@ -129,6 +132,7 @@ extern "C" fn fork_prepare() {
         _written: written,
         _windows: windows,
         _peak: peak,
+        _history: history,
         _registry: registry,
         _tables: tables,
         _stacks: stacks,
@@ -149,6 +153,7 @@ extern "C" fn fork_child() {
     // them leaves the child's profiler usable.
     unsafe { drop((*FORK_HELD.0.get()).take()) };
     auto_dump::after_fork_child();
+    leak_history::after_fork_child();
 }
 
 extern "C" fn dump_at_exit() {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use super::auto_dump;
 use super::control::{self, ConfigError};
 use super::hooks;
+use super::leak_history;
 use crate::base::thread::Guard;
 use crate::parts::thread_totals;
 
@@ -50,8 +51,9 @@ pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
     let _guard = Guard::enter();
     ensure_init();
     let result = control::apply(spec);
-    // Outside any allocation: the place to start the writer a new setting may ask for.
+    // Outside any allocation: the place to start the threads a new setting may ask for.
     auto_dump::ensure_writer();
+    leak_history::settings_changed();
     result
 }
 
@@ -75,9 +77,19 @@ extern "C" fn start_writer_if_the_environment_asks() {
     }
 }
 
-/// Runs [`start_writer_if_the_environment_asks`] as an ELF constructor. Sound before `main`: it
-/// uses only `getenv`, the profiler's own initialisation (which the first allocation may run as
-/// early) and `std::thread::spawn`, none of which needs `main`'s runtime set-up on Linux.
+/// Before `main`: starts the leak history's recorder, on by default (`leak_interval`), which
+/// must not be started inside an allocation either. Reads `JEPROF_SHIM` first, so that
+/// `leak_interval:0` there starts nothing.
+extern "C" fn start_threads_before_main() {
+    start_writer_if_the_environment_asks();
+    ensure_init();
+    let _guard = Guard::enter();
+    leak_history::ensure_recorder();
+}
+
+/// Runs [`start_threads_before_main`] as an ELF constructor. Sound before `main`: it uses only
+/// `getenv`, the profiler's own initialisation (which the first allocation may run as early) and
+/// `std::thread::spawn`, none of which needs `main`'s runtime set-up on Linux.
 #[used]
 #[link_section = ".init_array"]
-static START_WRITER_BEFORE_MAIN: extern "C" fn() = start_writer_if_the_environment_asks;
+static START_WRITER_BEFORE_MAIN: extern "C" fn() = start_threads_before_main;

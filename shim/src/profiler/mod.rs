@@ -1,7 +1,8 @@
 //! The top layer below `lib.rs`: the profiler, composed of the parts.
 //!
 //! Its modules import the parts and the bottom layer, and each other only in this order:
-//! [`allocator`], [`control`] and [`peak`] (nothing of the profiler) → [`sampled_path`] → [`report`] → [`scopes`],
+//! [`allocator`], [`control`] and [`peak`] (nothing of the profiler) → [`leak_history`] →
+//! [`sampled_path`] → [`report`] → [`scopes`],
 //! [`window`], [`auto_dump`] and [`pprof`] → [`hooks`] → [`init`].
 //!
 //! - [`allocator`]: the allocator's figures at a dump's moment, and which allocator holds the
@@ -9,6 +10,7 @@
 //! - [`control`]: parsing `JEPROF_SHIM` and [`crate::configure`]'s string, and the setters that
 //!   restart the threads' countdowns;
 //! - [`peak`]: the peak tracker (the live samples at the highest live bytes);
+//! - [`leak_history`]: the ring of per-stack live sums over time, and the leak test over it;
 //! - [`sampled_path`]: capture, allocate from the sampled arena, record; frees of sampled objects;
 //! - [`report`]: snapshots, statistics and dumps;
 //! - [`scopes`]: memory per scope (guards, the future wrapper, per-scope figures and dumps);
@@ -23,6 +25,7 @@ pub(crate) mod auto_dump;
 pub(crate) mod control;
 pub(crate) mod hooks;
 pub(crate) mod init;
+pub(crate) mod leak_history;
 pub(crate) mod peak;
 pub(crate) mod pprof;
 pub(crate) mod report;

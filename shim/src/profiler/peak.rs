@@ -14,7 +14,8 @@
 //! recomputing its weight. Visiting cost about 270 instructions per live sample per snapshot; with
 //! a snapshot at every 10% of growth that is about 11 visits per sample live at the peak, which
 //! made the tracker the largest part of a sample on a growing heap (`bench/RESULTS.md`). Keeping
-//! the sums costs a lock and four additions per sample and per sampled free.
+//! the sums costs a lock and five additions per sample (the fifth counts the stack's samples ever
+//! taken, for the leak history) and four subtractions per sampled free.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -58,11 +59,46 @@ pub(crate) static PEAK: Mutex<Option<PeakSnapshot>> = Mutex::new(None);
 /// The live bytes of the last peak the writer was asked to dump (0: none yet).
 static DUMPED_PEAK: AtomicU64 = AtomicU64::new(0);
 
-/// One stack's live samples: how many, and the sum of their estimates.
+/// One stack's live samples: how many, and the sum of their estimates; and how many samples it
+/// ever had (the leak history's cumulative sampled allocations).
 #[derive(Clone, Copy, Default)]
 struct StackLive {
     samples: u64,
     sum: Estimate,
+    allocated: u64,
+}
+
+/// One stack's figures as [`copy_live`] gives them.
+#[derive(Clone, Copy)]
+pub(crate) struct StackFigures {
+    /// The stack's id.
+    pub(crate) id: u32,
+    /// Its live samples.
+    pub(crate) samples: u64,
+    /// The samples it had since start, freed ones included.
+    pub(crate) allocated: u64,
+    /// The sum of its live samples' estimates.
+    pub(crate) sum: Estimate,
+}
+
+/// Replaces `out`'s contents with the figures of every stack with live samples. The caller holds
+/// the re-entrancy guard (`out` may grow under the lock, as [`on_sample`]'s table does).
+pub(crate) fn copy_live(out: &mut Vec<StackFigures>) {
+    out.clear();
+    let live = lock(&LIVE_BY_STACK);
+    out.reserve(live.live_stacks);
+    out.extend(
+        live.stacks
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.samples != 0)
+            .map(|(id, s)| StackFigures {
+                id: id as u32,
+                samples: s.samples,
+                allocated: s.allocated,
+                sum: s.sum,
+            }),
+    );
 }
 
 /// The live samples summed per stack, as of the last recorded sample or sampled free.
@@ -107,6 +143,7 @@ pub(crate) fn on_sample(stack: u32, estimate: &Estimate, bytes: u64) {
         live.live_stacks += 1;
     }
     entry.samples += 1;
+    entry.allocated += 1;
     entry.sum.add(estimate);
     live.live_bytes += bytes;
 }
@@ -124,8 +161,12 @@ pub(crate) fn on_free(stack: u32, estimate: &Estimate, bytes: u64) {
         0 => {}
         1 => {
             // The last one: exactly zero, not what is left of the sum after the subtractions
-            // (rounding), so a stack with nothing live never shows up in a snapshot.
-            *entry = StackLive::default();
+            // (rounding), so a stack with nothing live never shows up in a snapshot. The count of
+            // samples ever allocated stays.
+            *entry = StackLive {
+                allocated: entry.allocated,
+                ..StackLive::default()
+            };
             live.live_stacks -= 1;
         }
         _ => {

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, ThreadCounts};
 
+use super::leak_history;
 use super::peak::{self, PEAK};
 use super::sampled_path::{dropped, Dropped};
 use crate::base::hash::Map;
@@ -13,6 +14,7 @@ use crate::base::sync::lock;
 use crate::base::thread::Guard;
 use crate::parts::capture::{current_unwinder, Unwinder};
 use crate::parts::live_samples::{self, LiveSample};
+pub(crate) use crate::parts::stacks::frames_for_dump;
 use crate::parts::symbolize::{self, SymbolizerCost};
 use crate::parts::thread_totals::{TableRef, REGISTRY};
 use crate::parts::{sampled_arena, stacks, triggers, windows};
@@ -59,6 +61,11 @@ pub struct Stats {
     pub peak_snapshots: u64,
     /// Bytes the peak tracker's snapshot holds (capacity; also counted in `metadata_bytes`).
     pub peak_tracker_bytes: u64,
+    /// Bytes the leak history holds (capacity; also counted in `metadata_bytes`): at most
+    /// `leak_history × (2048 × 20 + 48)`, the crate docs' bound.
+    pub leak_history_bytes: u64,
+    /// Snapshots the leak history recorded since start, the dropped ones included.
+    pub leak_snapshots: u64,
 }
 
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
@@ -244,17 +251,6 @@ fn thread_tables() -> Vec<TableRef> {
     lock(&REGISTRY).all.clone()
 }
 
-/// Frames as written to a dump: the innermost return address minus one (so it points into the
-/// call instruction, and jeprof, which takes the first frame as an exact PC, finds the calling
-/// line), every other frame as returned (jeprof subtracts one itself).
-pub(crate) fn frames_for_dump(frames: &[u64]) -> Vec<u64> {
-    let mut out = frames.to_vec();
-    if let Some(first) = out.first_mut() {
-        *first = first.saturating_sub(1);
-    }
-    out
-}
-
 /// Current statistics.
 pub(crate) fn stats() -> Stats {
     let _guard = Guard::enter();
@@ -292,6 +288,11 @@ pub(crate) fn stats() -> Stats {
     let peak_tracker_bytes = peak_tracker_bytes + lock(&peak::LIVE_BY_STACK).heap_bytes();
     metadata += peak_tracker_bytes;
     metadata += windows::heap_bytes();
+    let (leak_history_bytes, leak_snapshots) = {
+        let history = lock(&leak_history::HISTORY);
+        (history.heap_bytes(), history.recorded())
+    };
+    metadata += leak_history_bytes;
     let (arena_used, arena_reserved) = sampled_arena::usage();
     Stats {
         live_samples,
@@ -311,6 +312,8 @@ pub(crate) fn stats() -> Stats {
         peak_bytes_estimate,
         peak_snapshots: peak::snapshots_taken(),
         peak_tracker_bytes: peak_tracker_bytes as u64,
+        leak_history_bytes: leak_history_bytes as u64,
+        leak_snapshots,
     }
 }
 

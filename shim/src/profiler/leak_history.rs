@@ -1,0 +1,594 @@
+//! The leak history: every `leak_interval`, a background thread copies the per-stack live sums
+//! the peak tracker keeps ([`peak::LIVE_BY_STACK`]) into a ring of at most `leak_history`
+//! snapshots, and [`find`] runs `jeprof_dumpfmt::leaks`'s test over the ring, so a running
+//! process says which of its stacks are still growing without writing a dump.
+//!
+//! # What a snapshot holds, and the bound
+//! Per stack with live samples: its id, the live bytes' estimate and variance (`f32`: 24
+//! significant bits, far below the sampling noise), its sampled live objects and the samples it
+//! had since start (`u32`, saturating: four billion samples of one stack, two petabytes at the
+//! default rate) — an [`Entry`], 20 bytes. Only the [`LEAK_HISTORY_STACKS`] stacks with the most
+//! live bytes are kept; a stack left out of a snapshot, or with nothing live then, reads as a
+//! zero point there. The ring's heap is therefore at most
+//! `leak_history × (LEAK_HISTORY_STACKS × 20 + 48)` bytes (48: a snapshot's times and slice),
+//! 2,624,512 bytes at the defaults; [`History::heap_bytes`] gives what it holds now.
+//!
+//! # Recording
+//! Off the allocation path, on its own thread (started before `main`, by `configure` and in a
+//! forked child, never inside an allocation), inside the re-entrancy guard so none of it is
+//! sampled. The per-stack sums' lock is held only to copy the live entries out (the sampled path
+//! waits at most that long); choosing the largest stacks, converting and storing happen after it
+//! is released, under the history's own lock, which no allocation takes.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use jeprof_dumpfmt::frames::{default_hide, interesting_start, SkipRules};
+use jeprof_dumpfmt::leaks::{self as test, LeakOptions, Plan, Point, Trend};
+use jeprof_dumpfmt::model::symbol_key;
+
+use super::peak::{self, StackFigures};
+use crate::base::settings::{self, LEAK_HISTORY_STACKS, MAX_LEAK_HISTORY};
+use crate::base::sync::lock;
+use crate::base::thread::Guard;
+use crate::parts::stacks::{self, STACKS};
+use crate::parts::symbolize;
+
+/// One stack's figures in one snapshot (20 bytes).
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Entry {
+    id: u32,
+    bytes: f32,
+    variance: f32,
+    samples: u32,
+    allocated: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 20);
+
+impl Entry {
+    fn of(figures: &StackFigures) -> Entry {
+        let count = |n: u64| n.min(u64::from(u32::MAX)) as u32;
+        Entry {
+            id: figures.id,
+            bytes: figures.sum.bytes as f32,
+            variance: figures.sum.bytes_variance as f32,
+            samples: count(figures.samples),
+            allocated: count(figures.allocated),
+        }
+    }
+
+    fn point(&self) -> Point {
+        Point {
+            bytes: self.bytes.into(),
+            variance: self.variance.into(),
+            samples: self.samples.into(),
+            allocated_samples: Some(self.allocated.into()),
+        }
+    }
+}
+
+/// One snapshot of the per-stack live sums.
+struct Snapshot {
+    /// When, on the monotonic clock (the test's times).
+    at: Instant,
+    /// When, on the wall clock (what `started` is reported in).
+    taken: SystemTime,
+    /// The stacks kept, by id ascending.
+    entries: Box<[Entry]>,
+}
+
+/// The ring of snapshots.
+pub(crate) struct History {
+    /// Oldest first; at most `leak_history`.
+    snapshots: VecDeque<Snapshot>,
+    /// Snapshots recorded since start, the dropped ones included.
+    recorded: u64,
+}
+
+impl History {
+    /// Heap bytes held (capacity).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.snapshots.capacity() * std::mem::size_of::<Snapshot>()
+            + self
+                .snapshots
+                .iter()
+                .map(|s| std::mem::size_of_val(&*s.entries))
+                .sum::<usize>()
+    }
+
+    /// Snapshots recorded since start, the dropped ones included.
+    pub(crate) fn recorded(&self) -> u64 {
+        self.recorded
+    }
+}
+
+/// The history. Taken with no other profiler lock held; nothing allocates under it but the
+/// recorder and [`find`], inside the re-entrancy guard.
+pub(crate) static HISTORY: Mutex<History> = Mutex::new(History {
+    snapshots: VecDeque::new(),
+    recorded: 0,
+});
+
+/// Records one snapshot now (what the recorder thread does every `leak_interval`).
+pub(crate) fn record() {
+    let _guard = Guard::enter();
+    let mut live = Vec::new();
+    peak::copy_live(&mut live);
+    if live.len() > LEAK_HISTORY_STACKS {
+        live.select_nth_unstable_by(LEAK_HISTORY_STACKS - 1, |a, b| {
+            b.sum.bytes.total_cmp(&a.sum.bytes)
+        });
+        live.truncate(LEAK_HISTORY_STACKS);
+    }
+    live.sort_unstable_by_key(|s| s.id);
+    let snapshot = Snapshot {
+        at: Instant::now(),
+        taken: SystemTime::now(),
+        entries: live.iter().map(Entry::of).collect(),
+    };
+    drop(live);
+    let limit = settings::leak_history();
+    let mut dropped = Vec::new();
+    {
+        let mut history = lock(&HISTORY);
+        while history.snapshots.len() >= limit {
+            match history.snapshots.pop_front() {
+                Some(old) => dropped.push(old),
+                None => break,
+            }
+        }
+        // Exactly the ring's size, not the doubling `push_back` would do.
+        let len = history.snapshots.len();
+        if history.snapshots.capacity() > limit {
+            history.snapshots.shrink_to(limit);
+        } else {
+            history.snapshots.reserve_exact(limit - len);
+        }
+        history.snapshots.push_back(snapshot);
+        history.recorded += 1;
+    }
+    // The dropped snapshots are freed after the lock is released.
+    drop(dropped);
+}
+
+/// pid of the process whose recorder thread runs (0: none).
+static RECORDER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Bumped when a setting changes, so the recorder's wait ends and it reads `leak_interval` again.
+static WAKE: AtomicU32 = AtomicU32::new(0);
+
+/// Starts this process's recorder thread if `leak_interval` asks for one and none runs. Call only
+/// outside an allocation (it spawns a thread).
+pub(crate) fn ensure_recorder() {
+    // Ordering: SeqCst fence, paired with the recorder's before it reads `leak_interval` again
+    // as it stops: either it sees the interval set before this call, or this call sees its
+    // RECORDER_PID cleared and starts a new one (the two stores and two loads of a handshake).
+    fence(Ordering::SeqCst);
+    if settings::leak_interval() <= 0.0 {
+        return;
+    }
+    let pid = std::process::id();
+    // Ordering: the exchange only elects the starting thread.
+    let current = RECORDER_PID.load(Ordering::Relaxed);
+    if current == pid
+        || RECORDER_PID
+            .compare_exchange(current, pid, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let _guard = Guard::enter();
+    let spawned = std::thread::Builder::new()
+        .name("jeprof-shim-leaks".into())
+        .spawn(recorder);
+    if let Err(e) = spawned {
+        eprintln!("jeprof-shim: could not start the leak history thread: {e}");
+        // Ordering: see above.
+        RECORDER_PID.store(0, Ordering::Relaxed);
+    }
+}
+
+/// After `configure`: wakes the recorder, which reads a changed `leak_interval` at once instead
+/// of after its current wait, and starts one if the new setting asks for it.
+pub(crate) fn settings_changed() {
+    // Ordering: Release pairs with the recorder's Acquire load in `wait`; the futex only needs
+    // the word to have changed.
+    WAKE.fetch_add(1, Ordering::Release);
+    // SAFETY: FUTEX_WAKE on a valid, aligned u32 that lives for the whole program; it reads no
+    // other memory and neither allocates nor blocks.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            WAKE.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        );
+    }
+    ensure_recorder();
+}
+
+/// Sleeps for `timeout` unless [`WAKE`] moves past `seen`.
+fn wait(seen: u32, timeout: Duration) {
+    let timespec = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT on a valid, aligned u32 that lives for the whole program, with a
+    // timespec alive for the call; it sleeps only while the word is still `seen` and returns on a
+    // wake, the timeout, a signal or spuriously, all of which the caller's loop handles.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            WAKE.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            seen,
+            &timespec as *const libc::timespec,
+        );
+    }
+}
+
+/// The recorder thread: a snapshot every `leak_interval`, until the setting turns it off.
+fn recorder() {
+    let _guard = Guard::enter();
+    let mut last = Instant::now();
+    loop {
+        // Read before the setting: a change after this read moves WAKE, and the wait returns.
+        // Ordering: Acquire pairs with the Release in `settings_changed`.
+        let seen = WAKE.load(Ordering::Acquire);
+        let interval = settings::leak_interval();
+        if interval <= 0.0 {
+            let pid = std::process::id();
+            // Ordering: see `ensure_recorder`.
+            let _ = RECORDER_PID.compare_exchange(pid, 0, Ordering::Relaxed, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            // Turned on again meanwhile, and the caller saw this thread still running.
+            if settings::leak_interval() > 0.0
+                && RECORDER_PID
+                    .compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                continue;
+            }
+            return;
+        }
+        let due = last + Duration::from_secs_f64(interval);
+        let now = Instant::now();
+        if now >= due {
+            record();
+            last = now;
+        } else {
+            wait(seen, due - now);
+        }
+    }
+}
+
+/// In a forked child: the parent's recorder does not exist here; the child keeps the parent's
+/// snapshots (its heap is the parent's) and starts its own recorder.
+pub(crate) fn after_fork_child() {
+    ensure_recorder();
+}
+
+/// A stack whose live bytes are still growing, by the test of `jeprof_dumpfmt::leaks` over the
+/// in-process history ([`crate::leak_suspects`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct LeakSuspect {
+    /// The user frame: the stack's first function from the leaf, once the allocator's frames
+    /// are removed, that is not the standard library's or the allocator's
+    /// (`jeprof_dumpfmt::frames::DEFAULT_HIDE`), as `jeprof-compat` charges flat by default.
+    pub function: String,
+    /// The stack's functions, leaf first (inlined ones included), without the allocator's frames.
+    pub stack: Vec<String>,
+    /// Growth over the test's window, in bytes per second.
+    pub rate: f64,
+    /// The rate's 95% interval.
+    pub rate_95: (f64, f64),
+    /// Live bytes at the last snapshot.
+    pub live_bytes: f64,
+    /// Their 95% interval.
+    pub live_bytes_95: (f64, f64),
+    /// When the current rise began (a snapshot's time).
+    pub started: SystemTime,
+    /// The test's p-value.
+    pub p_value: f64,
+}
+
+/// Why [`crate::leak_suspects`] has no answer.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum LeakHistoryError {
+    /// `leak_interval` is 0 and no snapshot was recorded.
+    Off,
+    /// The history is still too short for the test.
+    TooShort {
+        /// Snapshots held.
+        snapshots: usize,
+        /// Snapshots the test needs (at the current `leak_interval`).
+        needed: usize,
+        /// About when there will be enough, from now.
+        ready_in: Duration,
+    },
+    /// `leak_history` holds fewer snapshots than the test needs with these options.
+    TooSmall {
+        /// The `leak_history` setting.
+        leak_history: usize,
+        /// Snapshots the test needs.
+        needed: usize,
+    },
+    /// The options are out of range.
+    Options(String),
+}
+
+impl fmt::Display for LeakHistoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeakHistoryError::Off => write!(
+                f,
+                "the leak history is off (leak_interval:0); set leak_interval to record one"
+            ),
+            LeakHistoryError::TooShort {
+                snapshots,
+                needed,
+                ready_in,
+            } => write!(
+                f,
+                "the leak history holds {snapshots} snapshots; the test needs {needed}, enough in \
+                 about {:.1} s",
+                ready_in.as_secs_f64()
+            ),
+            LeakHistoryError::TooSmall {
+                leak_history,
+                needed,
+            } => write!(
+                f,
+                "leak_history:{leak_history} keeps fewer snapshots than the test needs ({needed}); \
+                 raise it"
+            ),
+            LeakHistoryError::Options(why) => write!(f, "leak options: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for LeakHistoryError {}
+
+/// What the test found over the history.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) struct Found {
+    /// The suspects with their trends (rates per second), fastest growing first.
+    pub(crate) suspects: Vec<(LeakSuspect, Trend)>,
+    /// Snapshots tested.
+    pub(crate) snapshots: usize,
+    /// Seconds from the first snapshot to the last.
+    pub(crate) span: f64,
+    /// Stacks tested.
+    pub(crate) stacks: usize,
+    /// Steps the test used.
+    pub(crate) steps: usize,
+}
+
+/// The smallest number of snapshots, more than `have`, that the test can plan over when they are
+/// evenly spaced; `None` beyond [`MAX_LEAK_HISTORY`].
+fn snapshots_needed(have: usize, options: &LeakOptions) -> Option<usize> {
+    (have.max(2) + 1..=MAX_LEAK_HISTORY).find(|&n| {
+        let times: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        Plan::new(&times, options).is_ok()
+    })
+}
+
+/// Runs the leak test over the history (module docs), the false discovery rate held over every
+/// stack it holds.
+pub(crate) fn find(options: &LeakOptions) -> Result<Found, LeakHistoryError> {
+    let _guard = Guard::enter();
+    options
+        .validate()
+        .map_err(|e| LeakHistoryError::Options(e.to_string()))?;
+    let (tested, plan, taken) = {
+        let history = lock(&HISTORY);
+        let snapshots = &history.snapshots;
+        let interval = settings::leak_interval();
+        if snapshots.is_empty() && interval <= 0.0 {
+            return Err(LeakHistoryError::Off);
+        }
+        let first = snapshots.front().map(|s| s.at);
+        let times: Vec<f64> = snapshots
+            .iter()
+            .map(|s| first.map_or(0.0, |f| s.at.duration_since(f).as_secs_f64()))
+            .collect();
+        let plan = match Plan::new(&times, options) {
+            Ok(plan) => plan,
+            Err(_) => {
+                let have = snapshots.len();
+                let needed = snapshots_needed(have, options).unwrap_or(MAX_LEAK_HISTORY + 1);
+                let limit = settings::leak_history();
+                if needed > limit {
+                    return Err(LeakHistoryError::TooSmall {
+                        leak_history: limit,
+                        needed,
+                    });
+                }
+                if interval <= 0.0 {
+                    return Err(LeakHistoryError::Off);
+                }
+                let since_last = snapshots.back().map_or(Duration::ZERO, |s| s.at.elapsed());
+                let ready_in = Duration::from_secs_f64(interval * (needed - have) as f64)
+                    .saturating_sub(since_last);
+                return Err(LeakHistoryError::TooShort {
+                    snapshots: have,
+                    needed,
+                    ready_in,
+                });
+            }
+        };
+        // One stack at a time, merging the snapshots' id-sorted entries: memory is one series,
+        // whatever the number of stacks.
+        let n = snapshots.len();
+        let mut cursors = vec![0usize; n];
+        let mut series = vec![Point::default(); n];
+        let mut tested: Vec<(u32, Trend)> = Vec::new();
+        loop {
+            let next = snapshots
+                .iter()
+                .zip(&cursors)
+                .filter_map(|(s, &c)| s.entries.get(c).map(|e| e.id))
+                .min();
+            let Some(id) = next else { break };
+            for ((snapshot, cursor), point) in snapshots.iter().zip(&mut cursors).zip(&mut series) {
+                *point = match snapshot.entries.get(*cursor) {
+                    Some(e) if e.id == id => {
+                        *cursor += 1;
+                        e.point()
+                    }
+                    _ => Point::default(),
+                };
+            }
+            tested.push((id, test::trend(&plan, &series)));
+        }
+        let taken: Vec<SystemTime> = snapshots.iter().map(|s| s.taken).collect();
+        (tested, plan, taken)
+    };
+    let p_values: Vec<f64> = tested.iter().map(|(_, t)| t.p_value).collect();
+    let found = test::benjamini_hochberg(&p_values, options.fdr);
+    let mut suspects: Vec<(u32, Trend)> = tested
+        .iter()
+        .zip(found)
+        .filter(|(_, found)| *found)
+        .map(|(s, _)| *s)
+        .collect();
+    suspects.sort_by(|a, b| b.1.rate.total_cmp(&a.1.rate).then(a.0.cmp(&b.0)));
+    let ids: Vec<u32> = suspects.iter().map(|(id, _)| *id).collect();
+    let names = name_stacks(&ids);
+    let times = plan.times();
+    let suspects = suspects
+        .into_iter()
+        .zip(names)
+        .map(|((_, t), (function, stack))| {
+            let started = times
+                .iter()
+                .position(|&x| x == t.started)
+                .map_or(taken[0], |i| taken[i]);
+            let suspect = LeakSuspect {
+                function,
+                stack,
+                rate: t.rate,
+                rate_95: (t.rate_low, t.rate_high),
+                live_bytes: t.live,
+                live_bytes_95: jeprof_dumpfmt::math::confidence_interval_95(
+                    t.live,
+                    t.live_variance,
+                ),
+                started,
+                p_value: t.p_value,
+            };
+            (suspect, t)
+        })
+        .collect();
+    Ok(Found {
+        suspects,
+        snapshots: plan.len(),
+        span: times.last().copied().unwrap_or(0.0),
+        stacks: tested.len(),
+        steps: plan.steps(),
+    })
+}
+
+/// The user frame and the functions (leaf first, allocator frames removed) of each stack,
+/// symbolized in-process (only these stacks' frames are looked up).
+fn name_stacks(ids: &[u32]) -> Vec<(String, Vec<String>)> {
+    let frames: Vec<&'static [u64]> = {
+        let table = lock(&STACKS);
+        ids.iter()
+            .map(|&id| {
+                table
+                    .as_ref()
+                    .and_then(|t| t.records.get(id as usize))
+                    .map_or(&[][..], |r| r.frames)
+            })
+            .collect()
+    };
+    let keyed: Vec<Vec<u64>> = frames
+        .iter()
+        .map(|f| {
+            stacks::frames_for_dump(f)
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| symbol_key(i, a))
+                .collect()
+        })
+        .collect();
+    let mut keys: Vec<u64> = keyed.iter().flatten().copied().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let (symbols, _) = symbolize::symbol_table(&keys);
+    let hide = default_hide();
+    keyed
+        .iter()
+        .map(|keys| {
+            let per_frame: Vec<Option<&Vec<String>>> =
+                keys.iter().map(|k| symbols.names.get(k)).collect();
+            let start = interesting_start(
+                per_frame.len(),
+                |i| {
+                    per_frame[i]
+                        .and_then(|names| names.last())
+                        .map(String::as_str)
+                },
+                SkipRules::default(),
+            );
+            let functions: Vec<String> = keys[start..]
+                .iter()
+                .zip(&per_frame[start..])
+                .flat_map(|(key, names)| match names {
+                    Some(names) => names.to_vec(),
+                    None => vec![format!("0x{key:x}")],
+                })
+                .collect();
+            let function = functions
+                .iter()
+                .find(|f| !hide.is_match(f))
+                .or(functions.first())
+                .cloned()
+                .unwrap_or_else(|| "(no frames)".to_string());
+            (function, functions)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evenly_spaced_snapshots_needed_follow_the_plan_s_rule() {
+        // The default window (the last half) needs five evenly spaced snapshots for three
+        // distinct checkpoints.
+        let options = LeakOptions::default();
+        assert_eq!(snapshots_needed(0, &options), Some(5));
+        assert_eq!(snapshots_needed(4, &options), Some(5));
+        assert_eq!(snapshots_needed(5, &options), Some(6));
+    }
+
+    #[test]
+    fn an_entry_reads_back_as_the_point_it_was_made_from() {
+        let figures = StackFigures {
+            id: 7,
+            samples: 3,
+            allocated: u64::MAX,
+            sum: jeprof_dumpfmt::Estimate {
+                objects: 3.0,
+                bytes: 1536.0,
+                objects_variance: 0.0,
+                bytes_variance: 4096.0,
+            },
+        };
+        let point = Entry::of(&figures).point();
+        assert_eq!(point.bytes, 1536.0);
+        assert_eq!(point.variance, 4096.0);
+        assert_eq!(point.samples, 3.0);
+        assert_eq!(point.allocated_samples, Some(f64::from(u32::MAX)));
+    }
+}
