@@ -29,7 +29,7 @@ pub const MAX_SYMBOL_BODY: usize = 1 << 20;
 pub const MAX_CONCURRENT_WINDOWS: usize = 2;
 
 /// The paths [`handle`] serves.
-pub const PATHS: [&str; 7] = [
+pub const PATHS: [&str; 8] = [
     "/debug/pprof/heap",
     "/debug/pprof/allocs",
     "/debug/pprof/peak",
