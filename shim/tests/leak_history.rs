@@ -214,6 +214,10 @@ fn the_history_stays_within_its_bound_and_drops_its_oldest_snapshots() {
     let bound = SMALL_RING * (LEAK_HISTORY_STACKS * entry + 48);
     let full = SMALL_RING * LEAK_HISTORY_STACKS * entry;
     let held = stats.leak_history_bytes as usize;
+    println!(
+        "history: {held} bytes for {SMALL_RING} snapshots of {live_stacks} live stacks \
+         (bound {bound})"
+    );
     assert!(held <= bound, "{held} bytes over the bound {bound}");
     // Every snapshot kept is full (the cap reached), so none predates the fan: the older ones,
     // with far fewer stacks, were dropped.
