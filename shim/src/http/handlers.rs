@@ -352,8 +352,6 @@ fn allocator() -> Response {
     )
 }
 
-/// `/pprof/heap` for the legacy jeprof: heap_v2 text without symbols (jeprof posts the addresses
-/// it needs to `/pprof/symbol`, so only those are symbolized).
 /// `/debug/pprof/leaks`: [`crate::leak_suspects`] as the table `jeprof-compat leaks` prints (its
 /// columns, rates per hour, one stack a row named by its user frame), or with `format=json` the
 /// same as JSON (`jeprof-compat leaks --json`'s keys, with `stack` added). 503 with the reason
@@ -422,69 +420,41 @@ fn leaks_text(found: &Found, options: &jeprof_dumpfmt::leaks::LeakOptions) -> St
     out
 }
 
-/// A JSON number (`null` for what JSON cannot hold).
-fn json_number(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".to_string()
-    }
-}
-
-/// A JSON string literal.
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn leaks_json(found: &Found, options: &jeprof_dumpfmt::leaks::LeakOptions) -> String {
-    let suspects: Vec<String> = found
+    use serde_json::json;
+    let suspects: Vec<serde_json::Value> = found
         .suspects
         .iter()
         .map(|(s, _)| {
-            let stack: Vec<String> = s.stack.iter().map(|f| json_string(f)).collect();
-            format!(
-                "{{\"function\":{},\"stack\":[{}],\"growth_bytes_per_hour\":{},\
-                 \"growth_bytes_per_hour_95\":[{},{}],\"live_bytes\":{},\"live_bytes_95\":[{},{}],\
-                 \"started\":{},\"p_value\":{}}}",
-                json_string(&s.function),
-                stack.join(","),
-                json_number(s.rate * 3_600.0),
-                json_number(s.rate_95.0 * 3_600.0),
-                json_number(s.rate_95.1 * 3_600.0),
-                json_number(s.live_bytes),
-                json_number(s.live_bytes_95.0),
-                json_number(s.live_bytes_95.1),
-                json_string(&jeprof_dumpfmt::labels::rfc3339_utc(s.started)),
-                json_number(s.p_value),
-            )
+            json!({
+                "function": s.function,
+                "stack": s.stack,
+                "growth_bytes_per_hour": s.rate * 3_600.0,
+                "growth_bytes_per_hour_95": [s.rate_95.0 * 3_600.0, s.rate_95.1 * 3_600.0],
+                "live_bytes": s.live_bytes,
+                "live_bytes_95": [s.live_bytes_95.0, s.live_bytes_95.1],
+                "started": jeprof_dumpfmt::labels::rfc3339_utc(s.started),
+                "p_value": s.p_value,
+            })
         })
         .collect();
-    format!(
-        "{{\"snapshots\":{},\"span_seconds\":{},\"per\":\"stack\",\"sites\":{},\
-         \"false_discovery_rate\":{},\"window\":{},\"steps\":{},\"suspects\":[{}]}}\n",
-        found.snapshots,
-        json_number(found.span),
-        found.stacks,
-        json_number(options.fdr),
-        json_number(options.window),
-        found.steps,
-        suspects.join(",")
-    )
+    let mut text = json!({
+        "snapshots": found.snapshots,
+        "span_seconds": found.span,
+        "per": "stack",
+        "sites": found.stacks,
+        "false_discovery_rate": options.fdr,
+        "window": options.window,
+        "steps": found.steps,
+        "suspects": suspects,
+    })
+    .to_string();
+    text.push('\n');
+    text
 }
 
+/// `/pprof/heap` for the legacy jeprof: heap_v2 text without symbols (jeprof posts the addresses
+/// it needs to `/pprof/symbol`, so only those are symbolized).
 fn legacy_heap(params: &Params) -> Response {
     match &params.scope {
         None => heap_v2(&report::snapshot(false).0, false),
