@@ -355,6 +355,32 @@ fn sql_over_unbiased_rows_gets_small_and_large_objects_right_where_raw_rows_lose
     );
 }
 
+/// Runs DuckDB from `python` over `rows` with the view files as they are (`sql/*.sql`), writing
+/// each query's result to its Parquet file, to be read back through the session.
+fn duckdb_copy(python: &Path, rows: &Path, queries: &[(&str, PathBuf)]) {
+    let mut script = format!(
+        "import duckdb, glob\n\
+         con = duckdb.connect()\n\
+         con.execute(\"SET TimeZone = 'UTC'\")\n\
+         con.execute(\"CREATE VIEW rows AS SELECT * FROM read_parquet('{rows}')\")\n\
+         for f in sorted(glob.glob('{sql_dir}/*.sql')):\n    con.execute(open(f).read())\n",
+        rows = rows.display(),
+        sql_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql"),
+    );
+    for (sql, out) in queries {
+        script.push_str(&format!(
+            "con.execute(\"COPY ({sql}) TO '{}' (FORMAT parquet)\")\n",
+            out.display()
+        ));
+    }
+    let run = Command::new(python).args(["-c", &script]).output().unwrap();
+    assert!(
+        run.status.success(),
+        "duckdb: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
 /// Exports `dumps` to one Parquet file through the CLI.
 fn export(dumps: &[PathBuf], out: &Path) {
     let mut args = vec!["export".to_string(), "-o".into(), out.display().to_string()];
@@ -658,26 +684,13 @@ fn sql_sums_over_exported_rows_equal_merge_in_query_duckdb_and_spark() {
     if let Some(python) = python_with(&["duckdb"], false) {
         let out = dir.path().join("duckdb");
         std::fs::create_dir(&out).unwrap();
-        let script = format!(
-            "import duckdb, glob, sys\n\
-             con = duckdb.connect()\n\
-             con.execute(\"SET TimeZone = 'UTC'\")\n\
-             con.execute(\"CREATE VIEW rows AS SELECT * FROM read_parquet('{rows}')\")\n\
-             for f in sorted(glob.glob('{sql_dir}/*.sql')):\n    con.execute(open(f).read())\n\
-             con.execute(\"COPY ({sql}) TO '{out}/per_function.parquet' (FORMAT parquet)\")\n\
-             con.execute(\"COPY (SELECT * FROM by_function) TO '{out}/by_function.parquet' (FORMAT parquet)\")\n",
-            rows = rows.display(),
-            sql_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql"),
-            out = out.display(),
-        );
-        let run = Command::new(&python)
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "duckdb: {}",
-            String::from_utf8_lossy(&run.stderr)
+        duckdb_copy(
+            &python,
+            &rows,
+            &[
+                (sql.as_str(), out.join("per_function.parquet")),
+                ("SELECT * FROM by_function", out.join("by_function.parquet")),
+            ],
         );
         session
             .register_parquet("duckdb_per_function", &[out.join("per_function.parquet")])
@@ -830,26 +843,7 @@ fn the_leak_trend_view_finds_what_leaks_finds_with_its_figures_in_query_and_duck
 
     if let Some(python) = python_with(&["duckdb"], false) {
         let out = dir.path().join("duckdb.parquet");
-        let script = format!(
-            "import duckdb, glob\n\
-             con = duckdb.connect()\n\
-             con.execute(\"SET TimeZone = 'UTC'\")\n\
-             con.execute(\"CREATE VIEW rows AS SELECT * FROM read_parquet('{rows}')\")\n\
-             for f in sorted(glob.glob('{sql_dir}/*.sql')):\n    con.execute(open(f).read())\n\
-             con.execute(\"COPY ({sql}) TO '{out}' (FORMAT parquet)\")\n",
-            rows = rows.display(),
-            sql_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql"),
-            out = out.display(),
-        );
-        let run = Command::new(&python)
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "duckdb: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
+        duckdb_copy(&python, &rows, &[(sql, out.clone())]);
         session
             .register_parquet("duckdb_leaks", std::slice::from_ref(&out))
             .unwrap();
