@@ -12,7 +12,7 @@
 //! nothing of the crate.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Names the type of the table a thread charges its samples to, for [`ThreadState::table`]. That
 /// type is defined a layer up (`parts::thread_totals`, which implements this trait for [`Tables`]),
@@ -223,5 +223,31 @@ impl Drop for Guard {
             }
             t.in_profiler.set(self.was_inside);
         });
+    }
+}
+
+/// Starts `body` on a thread named `name`, unless this process already started one through `slot`
+/// (which holds the pid of the process that did: a forked child, whose pid differs, starts its
+/// own). Inside a [`Guard`], so that the thread's creation is not sampled. If the thread cannot be
+/// started, says so on stderr (`what` names it) and clears `slot`, so that a later call tries
+/// again. Call only outside an allocation.
+pub(crate) fn spawn_once_per_process(slot: &AtomicU32, name: &str, what: &str, body: fn()) {
+    let pid = std::process::id();
+    // Ordering: the exchange only elects the starting thread; the thread reads what it needs
+    // with its own loads.
+    let current = slot.load(Ordering::Relaxed);
+    if current == pid
+        || slot
+            .compare_exchange(current, pid, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let _guard = Guard::enter();
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(body);
+    if let Err(e) = spawned {
+        eprintln!("jeprof-shim: could not start the {what} thread: {e}");
+        // Ordering: as above.
+        slot.store(0, Ordering::Relaxed);
     }
 }

@@ -23,7 +23,7 @@ use super::peak::PEAK;
 use super::report;
 use crate::base::settings::{self, DEFAULT_DUMP_PREFIX};
 use crate::base::sync::lock;
-use crate::base::thread::Guard;
+use crate::base::thread::{self, Guard};
 use crate::parts::stacks::STACKS;
 use crate::parts::triggers;
 
@@ -170,26 +170,7 @@ pub(crate) fn ensure_writer() {
     if !settings::wants_writer() {
         return;
     }
-    let pid = std::process::id();
-    // Ordering: the exchange only elects the starting thread; the writer reads its settings
-    // with their own loads.
-    let current = WRITER_PID.load(Ordering::Relaxed);
-    if current == pid
-        || WRITER_PID
-            .compare_exchange(current, pid, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-    {
-        return;
-    }
-    let _guard = Guard::enter();
-    let spawned = std::thread::Builder::new()
-        .name("jeprof-shim-writer".into())
-        .spawn(writer);
-    if let Err(e) = spawned {
-        eprintln!("jeprof-shim: could not start the dump writer thread: {e}");
-        // Ordering: see above.
-        WRITER_PID.store(0, Ordering::Relaxed);
-    }
+    thread::spawn_once_per_process(&WRITER_PID, "jeprof-shim-writer", "dump writer", writer);
 }
 
 /// The writer thread: waits for requests and writes the dumps asked for, forever.

@@ -33,7 +33,7 @@ use jeprof_dumpfmt::model::symbol_key;
 use super::peak::{self, StackFigures};
 use crate::base::settings::{self, LEAK_HISTORY_STACKS, MAX_LEAK_HISTORY};
 use crate::base::sync::lock;
-use crate::base::thread::Guard;
+use crate::base::thread::{self, Guard};
 use crate::parts::stacks::{self, STACKS};
 use crate::parts::symbolize;
 
@@ -172,25 +172,7 @@ pub(crate) fn ensure_recorder() {
     if settings::leak_interval() <= 0.0 {
         return;
     }
-    let pid = std::process::id();
-    // Ordering: the exchange only elects the starting thread.
-    let current = RECORDER_PID.load(Ordering::Relaxed);
-    if current == pid
-        || RECORDER_PID
-            .compare_exchange(current, pid, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-    {
-        return;
-    }
-    let _guard = Guard::enter();
-    let spawned = std::thread::Builder::new()
-        .name("jeprof-shim-leaks".into())
-        .spawn(recorder);
-    if let Err(e) = spawned {
-        eprintln!("jeprof-shim: could not start the leak history thread: {e}");
-        // Ordering: see above.
-        RECORDER_PID.store(0, Ordering::Relaxed);
-    }
+    thread::spawn_once_per_process(&RECORDER_PID, "jeprof-shim-leaks", "leak history", recorder);
 }
 
 /// After `configure`: wakes the recorder, which reads a changed `leak_interval` at once instead
