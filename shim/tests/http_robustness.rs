@@ -224,8 +224,8 @@ fn disconnecting_and_silent_clients_leave_it_serving(addr: SocketAddr) {
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(b"GET /debug/pprof/he").unwrap();
     }
-    // A client trickling its head holds one worker until the read deadline, then gets 408; the
-    // others keep serving meanwhile: a request sent after it is answered while it is still held.
+    // A client trickling its head is held until the read deadline, then gets 408; the listener
+    // keeps serving meanwhile: a request sent after it is answered while it is still held.
     // (No bound on seconds: the slow client's 60 s read timeout only keeps a hang from lasting.)
     let slow = std::thread::spawn(move || {
         let mut s = TcpStream::connect(addr).unwrap();

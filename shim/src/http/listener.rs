@@ -1,17 +1,52 @@
-//! The standalone listener: one accepting thread and a fixed pool of workers, all inside the
-//! profiler's re-entrancy guard for their whole life (nothing they allocate is sampled), reading
-//! requests with `httparse` and writing `Connection: close` responses. Bounded: [`WORKERS`]
-//! threads, a queue of [`QUEUE`] accepted connections (beyond it a connection gets 503 at once),
-//! a request head of at most [`MAX_HEAD`] bytes read within [`READ_DEADLINE`], a body of at most
-//! [`super::MAX_SYMBOL_BODY`] bytes. A client that goes away mid-response costs its worker one
-//! failed write.
+//! The standalone listener: one event-loop thread that accepts connections and reads requests
+//! without blocking, and [`WORKERS`] threads that run the handlers and write the responses, all
+//! inside the profiler's re-entrancy guard for their whole life (nothing they allocate is sampled).
+//! Requests are read with `httparse`; every response is `Connection: close`.
+//!
+//! **Why an event loop.** A thread that blocks reading a connection belongs to whoever opened it.
+//! An accepting thread feeding blocking workers through a queue was held by 300 connections left
+//! silent (a scraper's idle keep-alive pool does this): they filled the queue and held every worker
+//! until their read timeouts, and every other request got 503 for over a minute. Here the loop
+//! (mio, on epoll) holds a connection at the cost of its buffer until its request is complete;
+//! only complete requests reach the workers, so a silent or trickling client holds no thread.
+//!
+//! **The limits, and what they bound.**
+//! - *Connections.* The loop holds at most [`Server::max_connections`]: a quarter of the file
+//!   descriptors the process may open (`RLIMIT_NOFILE`'s soft limit when [`serve`] runs) less the
+//!   [`QUEUE`] + [`WORKERS`] connections past the loop and its 3 own descriptors (listening
+//!   socket, epoll, wake-up event), between 16 and [`MAX_CONNECTIONS`]. So the listener never takes
+//!   more than a quarter of the descriptors from the service (121 connections under the common soft
+//!   limit of 1,024; 512 from a soft limit of 2,588). When a connection arrives at the cap, the
+//!   oldest the loop holds (still sending its request, or being refused) is closed without an
+//!   answer to admit it. A client that sends its request as soon as it connects is answered unless
+//!   `max_connections` other connections arrive between its own and its request's (one turn of the
+//!   loop), so idle connections cannot keep the listener from serving, however many there are.
+//! - *Time to send a request.* Head and body must arrive within [`READ_DEADLINE`] of the connection
+//!   (408 after), however regularly a client trickles its bytes.
+//! - *Sizes.* A head of at most [`MAX_HEAD`] bytes (431); a body of at most
+//!   [`super::MAX_SYMBOL_BODY`] (413; chunked bodies get 411), and at most
+//!   [`WORKERS`] × [`super::MAX_SYMBOL_BODY`] = 4 MiB of bodies held at once, read or waiting (503
+//!   beyond).
+//! - *Waiting requests.* At most [`QUEUE`] complete requests wait for a worker (503 beyond).
+//! - *Writing.* A response has [`WRITE_DEADLINE`] to be written: a client that reads nothing holds
+//!   a worker that long at most, and only once its response exceeds the socket's send buffer. A
+//!   client that goes away mid-response costs its worker one failed write.
+//! - *Memory.* At most `max_connections` heads being read (16 KiB each: 8 MiB at 512), 4 MiB of
+//!   bodies, [`QUEUE`] heads waiting (2 MiB), and the responses the [`WORKERS`] are writing.
+//!
+//! Refusals the loop writes itself (408, 413, 503, ...) have a second to go out; after one, what the
+//! client still sends is read and dropped for half a second (4 MiB at most), so that closing does
+//! not reset the connection before the client reads the answer.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::handlers::{handle, Request, Response, MAX_SYMBOL_BODY};
 use crate::base::sync::lock;
@@ -19,20 +54,44 @@ use crate::base::thread::Guard;
 
 /// Worker threads: requests served at once.
 pub const WORKERS: usize = 4;
-/// Accepted connections waiting for a worker; one more gets 503 at once.
+/// Complete requests waiting for a worker; one more gets 503 at once.
 pub const QUEUE: usize = 128;
 /// The largest request head (request line and headers) read.
 pub const MAX_HEAD: usize = 16 << 10;
-/// The time a client has to send its request head and body.
+/// The time a client has, from connecting, to send its request head and body.
 pub const READ_DEADLINE: Duration = Duration::from_secs(10);
-/// The time a response may take to write (a client that reads nothing is dropped after it).
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most connections the event loop holds, whatever the descriptor limit
+/// ([`Server::max_connections`] says how many a listener holds).
+pub const MAX_CONNECTIONS: usize = 512;
+/// The fewest connections the loop holds, whatever the descriptor limit.
+const MIN_CONNECTIONS: usize = 16;
+/// The time a worker has to write a response.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
+/// The time a refusal written by the loop has to go out.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(1);
+/// After a refusal, how long and how much of what the client still sends is read and dropped.
+const LINGER: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 4 * MAX_SYMBOL_BODY;
+/// Request bodies held at once, being read or waiting for a worker.
+const BODY_BUDGET: usize = WORKERS * MAX_SYMBOL_BODY;
+/// Connections accepted per turn of the loop, so that a connection flood does not starve the
+/// reading of those already accepted.
+const ACCEPTS_PER_TURN: usize = 64;
+/// The pause before accepting again when accepting fails for want of descriptors or memory.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(10);
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+/// Connections get tokens from here on, in the order they are accepted, never reused (so the
+/// smallest is the oldest, and a late event for a closed connection finds nothing).
+const FIRST_CONNECTION: usize = 2;
 
 /// A running listener ([`serve`]). Dropping it leaves it serving; [`Server::shutdown`] stops it.
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
+    max_connections: usize,
+    waker: Waker,
 }
 
 impl Server {
@@ -41,13 +100,18 @@ impl Server {
         self.addr
     }
 
-    /// Stops accepting; requests already accepted are still answered.
+    /// The most connections its event loop holds before closing the oldest to admit a new one:
+    /// a quarter of `RLIMIT_NOFILE`'s soft limit (when [`serve`] ran) less the [`QUEUE`] +
+    /// [`WORKERS`] connections past the loop and its 3 own descriptors, between 16 and
+    /// [`MAX_CONNECTIONS`].
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+    }
+
+    /// Stops accepting and closes the connections still sending their requests; requests already
+    /// received are still answered.
     pub fn shutdown(self) {
-        // Ordering: Relaxed suffices; the accepting thread reads the flag after the connect
-        // below wakes it, and the flag publishes nothing else.
-        self.stopping.store(true, Ordering::Relaxed);
-        // Wake the accepting thread, blocked in accept().
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        let _ = self.waker.wake();
     }
 }
 
@@ -59,8 +123,14 @@ pub fn serve(addr: impl ToSocketAddrs) -> io::Result<Server> {
     crate::profiler::init::ensure_init();
     let listener = TcpListener::bind(addr)?;
     let addr = listener.local_addr()?;
-    let stopping = Arc::new(AtomicBool::new(false));
-    let (queue, waiting) = mpsc::sync_channel::<TcpStream>(QUEUE);
+    listener.set_nonblocking(true)?;
+    let mut listener = mio::net::TcpListener::from_std(listener);
+    let poll = Poll::new()?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let waker = Waker::new(poll.registry(), WAKER)?;
+    let max_connections = connection_cap(descriptor_limit());
+    let (jobs, waiting) = mpsc::sync_channel::<Job>(QUEUE);
     let waiting = Arc::new(Mutex::new(waiting));
     for i in 0..WORKERS {
         let waiting = Arc::clone(&waiting);
@@ -68,127 +138,580 @@ pub fn serve(addr: impl ToSocketAddrs) -> io::Result<Server> {
             .name(format!("jeprof-http-{i}"))
             .spawn(move || worker(&waiting))?;
     }
-    let flag = Arc::clone(&stopping);
+    let event_loop = EventLoop {
+        poll,
+        listener,
+        connections: BTreeMap::new(),
+        next_token: FIRST_CONNECTION,
+        max_connections,
+        jobs,
+        bodies: Arc::new(AtomicUsize::new(0)),
+        accept_at: None,
+        scratch: vec![0; 64 << 10].into_boxed_slice(),
+    };
     std::thread::Builder::new()
         .name("jeprof-http".into())
-        .spawn(move || accept(&listener, &queue, &flag))?;
-    Ok(Server { addr, stopping })
+        .spawn(move || event_loop.run())?;
+    Ok(Server {
+        addr,
+        max_connections,
+        waker,
+    })
 }
 
-/// The accepting thread: hands connections to the workers, or answers 503 when the queue is full.
-fn accept(listener: &TcpListener, queue: &SyncSender<TcpStream>, stopping: &AtomicBool) {
-    let _guard = Guard::enter();
-    for stream in listener.incoming() {
-        // Ordering: see `Server::shutdown`.
-        if stopping.load(Ordering::Relaxed) {
-            return;
-        }
-        let Ok(stream) = stream else {
-            // Out of file descriptors and the like: wait instead of spinning.
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        };
-        match queue.try_send(stream) {
-            Ok(()) => {}
-            Err(TrySendError::Full(mut stream)) => {
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-                let busy = Response::error(
-                    503,
-                    format_args!("{QUEUE} requests are already waiting; retry later"),
-                );
-                write_response(&mut stream, &busy, false);
-            }
-            Err(TrySendError::Disconnected(_)) => return,
-        }
+/// `RLIMIT_NOFILE`'s soft limit (`None` when unlimited or unknown).
+fn descriptor_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through the pointer, which points to one.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (read == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+/// The connections the loop may hold under a soft descriptor limit of `soft`: a quarter of it,
+/// less the connections past the loop (waiting or with a worker) and the loop's own descriptors,
+/// between [`MIN_CONNECTIONS`] and [`MAX_CONNECTIONS`].
+fn connection_cap(soft: Option<u64>) -> usize {
+    let Some(soft) = soft else {
+        return MAX_CONNECTIONS;
+    };
+    let quarter = usize::try_from(soft / 4).unwrap_or(usize::MAX);
+    quarter
+        .saturating_sub(QUEUE + WORKERS + 3)
+        .clamp(MIN_CONNECTIONS, MAX_CONNECTIONS)
+}
+
+/// A complete request, handed to a worker with its connection (blocking from then on).
+struct Job {
+    stream: TcpStream,
+    /// The head, then the body (`head.len + head.body_len` bytes).
+    buf: Vec<u8>,
+    head: Head,
+}
+
+/// A parsed request head.
+struct Head {
+    len: usize,
+    method: String,
+    target: String,
+    body_len: usize,
+    /// The body's share of [`BODY_BUDGET`], held until the request is answered.
+    _body: Option<BodyReservation>,
+}
+
+/// Bytes of [`BODY_BUDGET`] taken by one request; given back on drop.
+struct BodyReservation {
+    taken: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl BodyReservation {
+    /// `bytes` of the budget, if that many are free.
+    fn take(taken: &Arc<AtomicUsize>, bytes: usize) -> Option<BodyReservation> {
+        // Ordering: a counter that publishes nothing; the update is one atomic step.
+        taken
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held + bytes <= BODY_BUDGET).then_some(held + bytes)
+            })
+            .ok()
+            .map(|_| BodyReservation {
+                taken: Arc::clone(taken),
+                bytes,
+            })
     }
 }
 
-/// A worker: serves queued connections, one request each, until the accepting thread is gone.
-fn worker(waiting: &Mutex<Receiver<TcpStream>>) {
+impl Drop for BodyReservation {
+    fn drop(&mut self) {
+        // Ordering: see `take`.
+        self.taken.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// A worker: answers the complete requests the loop hands over, until the loop is gone.
+fn worker(waiting: &Mutex<Receiver<Job>>) {
     let _guard = Guard::enter();
     loop {
         let next = lock(waiting).recv();
-        let Ok(mut stream) = next else { return };
-        serve_connection(&mut stream);
+        let Ok(job) = next else { return };
+        answer(job);
     }
 }
 
-/// Reads one request from `stream`, answers it and closes the connection.
-fn serve_connection(stream: &mut TcpStream) {
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let deadline = Instant::now() + READ_DEADLINE;
-    let mut buf = Vec::with_capacity(1024);
-    let (head_len, method, target, body_len, expects_continue) = loop {
-        if let Err(e) = read_some(stream, &mut buf, MAX_HEAD, deadline) {
-            if let Some(response) = e {
-                write_response(stream, &response, false);
-            }
-            return;
-        }
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(&buf) {
-            Ok(httparse::Status::Complete(n)) => match head_fields(&parsed) {
-                Ok((body_len, expects_continue)) => {
-                    break (
-                        n,
-                        parsed.method.unwrap_or("").to_string(),
-                        parsed.path.unwrap_or("").to_string(),
-                        body_len,
-                        expects_continue,
-                    )
-                }
-                Err(response) => return write_response(stream, &response, false),
-            },
-            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
-                let response = Response::error(
-                    431,
-                    format_args!("the request head is longer than {MAX_HEAD} bytes"),
-                );
-                return write_response(stream, &response, false);
-            }
-            Ok(httparse::Status::Partial) => {}
-            Err(e) => {
-                let response = Response::error(400, format_args!("malformed request: {e}"));
-                return write_response(stream, &response, false);
-            }
-        }
-    };
-    if body_len > MAX_SYMBOL_BODY {
-        let response = Response::error(
-            413,
-            format_args!("the body has {body_len} bytes; at most {MAX_SYMBOL_BODY}"),
-        );
-        write_response(stream, &response, false);
-        // Read (a bounded part of) what the client still sends, so closing does not reset the
-        // connection before it reads the answer.
-        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-        let _ = io::copy(
-            &mut (&*stream).take(4 * MAX_SYMBOL_BODY as u64),
-            &mut io::sink(),
-        );
+/// Runs the handler for `job` and writes its response within [`WRITE_DEADLINE`].
+fn answer(job: Job) {
+    let Job {
+        mut stream,
+        buf,
+        head,
+    } = job;
+    if stream.set_nonblocking(false).is_err() {
         return;
     }
-    if expects_continue && body_len > buf.len() - head_len {
-        let _ = stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
-    }
-    while buf.len() < head_len + body_len {
-        if let Err(e) = read_some(stream, &mut buf, head_len + body_len, deadline) {
-            if let Some(response) = e {
-                write_response(stream, &response, false);
-            }
-            return;
-        }
-    }
-    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let target = head.target.as_str();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let request = Request {
-        method: &method,
+        method: &head.method,
         path,
         query,
-        body: &buf[head_len..head_len + body_len],
+        body: &buf[head.len..head.len + head.body_len],
     };
     let response = handle(&request);
-    write_response(stream, &response, method == "HEAD");
+    let deadline = Instant::now() + WRITE_DEADLINE;
+    let head_only = head.method == "HEAD";
+    let _ = write_before(&mut stream, response_head(&response).as_bytes(), deadline)
+        .and_then(|()| {
+            if head_only {
+                Ok(())
+            } else {
+                write_before(&mut stream, &response.body, deadline)
+            }
+        })
+        .and_then(|()| stream.flush());
+    let _ = stream.shutdown(Shutdown::Write);
+}
+
+/// Writes all of `bytes` before `deadline` (a timeout error after it).
+fn write_before(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The status line and headers of `response`.
+fn response_head(response: &Response) -> String {
+    format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        response.status,
+        reason(response.status),
+        response.content_type,
+        response.body.len()
+    )
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    }
+}
+
+/// The event loop's state: the listening socket and the connections it holds, keyed by token
+/// (the smallest is the oldest).
+struct EventLoop {
+    poll: Poll,
+    listener: mio::net::TcpListener,
+    connections: BTreeMap<usize, Connection>,
+    next_token: usize,
+    max_connections: usize,
+    jobs: SyncSender<Job>,
+    /// Bytes of [`BODY_BUDGET`] taken.
+    bodies: Arc<AtomicUsize>,
+    /// When to accept again without waiting for the listener's next event: after a turn's quota
+    /// of accepts (more may be waiting), or after a pause for want of descriptors.
+    accept_at: Option<Instant>,
+    /// Where reads land before they are copied to a connection's buffer (only what arrived is
+    /// kept, so a silent connection holds no buffer).
+    scratch: Box<[u8]>,
+}
+
+/// What a connection needs next.
+enum Next {
+    /// Nothing until its next event or deadline.
+    Wait,
+    /// Its request is complete: to a worker.
+    Dispatch,
+    /// Done: close it.
+    Close,
+}
+
+/// A connection the loop holds.
+struct Connection {
+    stream: mio::net::TcpStream,
+    /// When its current state runs out of time.
+    deadline: Instant,
+    state: State,
+}
+
+enum State {
+    /// Receiving the request: `buf` holds what arrived, `head` once it is parsed.
+    Reading { buf: Vec<u8>, head: Option<Head> },
+    /// Writing a refusal of the loop's own (`sent` of `out`'s bytes written).
+    Answering { out: Vec<u8>, sent: usize },
+    /// The refusal sent and the sending side shut: dropping what the client still sends, at
+    /// most `left` bytes more.
+    Lingering { left: usize },
+}
+
+impl EventLoop {
+    fn run(mut self) {
+        let _guard = Guard::enter();
+        let mut events = Events::with_capacity(256);
+        loop {
+            let timeout = self
+                .next_deadline()
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    std::thread::sleep(ACCEPT_PAUSE);
+                }
+                continue;
+            }
+            for event in events.iter() {
+                match event.token() {
+                    // Only `Server::shutdown` wakes the loop.
+                    WAKER => return,
+                    LISTENER => self.accept_at = Some(Instant::now()),
+                    Token(token) => self.ready(token),
+                }
+            }
+            if self.accept_at.is_some_and(|at| at <= Instant::now()) {
+                self.accept();
+            }
+            self.expire();
+        }
+    }
+
+    /// The earliest time something is due: a connection's deadline, or accepting again.
+    fn next_deadline(&self) -> Option<Instant> {
+        let connections = self.connections.values().map(|c| c.deadline).min();
+        match (connections, self.accept_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Accepts what is waiting (at most [`ACCEPTS_PER_TURN`]), closing the oldest connection for
+    /// each one past the cap.
+    fn accept(&mut self) {
+        self.accept_at = None;
+        for _ in 0..ACCEPTS_PER_TURN {
+            match self.listener.accept() {
+                Ok((mut stream, _)) => {
+                    if self.connections.len() >= self.max_connections {
+                        if let Some(&oldest) = self.connections.keys().next() {
+                            self.close(oldest);
+                        }
+                    }
+                    let token = self.next_token;
+                    self.next_token += 1;
+                    // Writable too: a refusal that does not fit the send buffer continues when
+                    // it drains (edge-triggered, so a reading connection pays one event).
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if self
+                        .poll
+                        .registry()
+                        .register(&mut stream, Token(token), interest)
+                        .is_ok()
+                    {
+                        let connection = Connection {
+                            stream,
+                            deadline: Instant::now() + READ_DEADLINE,
+                            state: State::Reading {
+                                buf: Vec::new(),
+                                head: None,
+                            },
+                        };
+                        self.connections.insert(token, connection);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(_) => {
+                    // Out of descriptors or memory: retrying at once would spin.
+                    self.accept_at = Some(Instant::now() + ACCEPT_PAUSE);
+                    return;
+                }
+            }
+        }
+        self.accept_at = Some(Instant::now());
+    }
+
+    /// Moves connection `token` on after an event.
+    fn ready(&mut self, token: usize) {
+        let Some(connection) = self.connections.get_mut(&token) else {
+            return;
+        };
+        let next = connection.advance(&mut self.scratch, &self.bodies);
+        self.follow(token, next);
+    }
+
+    fn follow(&mut self, token: usize, next: Next) {
+        match next {
+            Next::Wait => {}
+            Next::Dispatch => self.dispatch(token),
+            Next::Close => self.close(token),
+        }
+    }
+
+    /// Refuses the requests not received in time and closes the connections whose refusal or
+    /// lingering ran out of time.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let due: Vec<usize> = self
+            .connections
+            .iter()
+            .filter(|(_, c)| c.deadline <= now)
+            .map(|(&token, _)| token)
+            .collect();
+        for token in due {
+            let Some(connection) = self.connections.get_mut(&token) else {
+                continue;
+            };
+            let next = match connection.state {
+                State::Reading { .. } => connection.refuse(
+                    &Response::error(
+                        408,
+                        format_args!("the request was not received within {READ_DEADLINE:?}"),
+                    ),
+                    &mut self.scratch,
+                ),
+                State::Answering { .. } | State::Lingering { .. } => Next::Close,
+            };
+            self.follow(token, next);
+        }
+    }
+
+    /// Hands connection `token`'s complete request to the workers, or refuses it with 503 when
+    /// [`QUEUE`] requests already wait.
+    fn dispatch(&mut self, token: usize) {
+        let Some(Connection {
+            mut stream, state, ..
+        }) = self.connections.remove(&token)
+        else {
+            return;
+        };
+        let State::Reading {
+            mut buf,
+            head: Some(head),
+        } = state
+        else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut stream);
+        buf.truncate(head.len + head.body_len);
+        let job = Job {
+            stream: stream.into(),
+            buf,
+            head,
+        };
+        let job = match self.jobs.try_send(job) {
+            Ok(()) => return,
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => job,
+        };
+        let Job { stream, buf, head } = job;
+        // The body's bytes go back to the budget.
+        drop((buf, head));
+        let mut stream = mio::net::TcpStream::from_std(stream);
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if self
+            .poll
+            .registry()
+            .register(&mut stream, Token(token), interest)
+            .is_err()
+        {
+            return;
+        }
+        let busy = Response::error(
+            503,
+            format_args!("{QUEUE} requests are already waiting; retry later"),
+        );
+        let mut connection = Connection::refusing(stream, &busy);
+        let next = connection.send(&mut self.scratch);
+        self.connections.insert(token, connection);
+        self.follow(token, next);
+    }
+
+    fn close(&mut self, token: usize) {
+        if let Some(mut connection) = self.connections.remove(&token) {
+            let _ = self.poll.registry().deregister(&mut connection.stream);
+        }
+    }
+}
+
+impl Connection {
+    /// A connection about to write `refusal`.
+    fn refusing(stream: mio::net::TcpStream, refusal: &Response) -> Connection {
+        Connection {
+            stream,
+            deadline: Instant::now() + ANSWER_DEADLINE,
+            state: Connection::refusing_state(refusal),
+        }
+    }
+
+    /// Reads, writes or drops what it can without blocking; what is needed next.
+    fn advance(&mut self, scratch: &mut [u8], bodies: &Arc<AtomicUsize>) -> Next {
+        if let State::Reading { buf, head } = &mut self.state {
+            return match read_request(&mut self.stream, buf, head, scratch, bodies) {
+                Ok(next) => next,
+                Err(refusal) => self.refuse(&refusal, scratch),
+            };
+        }
+        self.send(scratch)
+    }
+
+    /// Drops the request (its body's bytes go back to the budget) and starts writing `refusal`.
+    fn refuse(&mut self, refusal: &Response, scratch: &mut [u8]) -> Next {
+        self.state = Connection::refusing_state(refusal);
+        self.deadline = Instant::now() + ANSWER_DEADLINE;
+        self.send(scratch)
+    }
+
+    fn refusing_state(refusal: &Response) -> State {
+        let mut out = response_head(refusal).into_bytes();
+        out.extend_from_slice(&refusal.body);
+        State::Answering { out, sent: 0 }
+    }
+
+    /// Writes the rest of a refusal, then drops what the client still sends.
+    fn send(&mut self, scratch: &mut [u8]) -> Next {
+        loop {
+            match &mut self.state {
+                State::Reading { .. } => return Next::Wait,
+                State::Answering { out, sent } if *sent == out.len() => {
+                    let _ = self.stream.shutdown(Shutdown::Write);
+                    self.state = State::Lingering { left: LINGER_BYTES };
+                    self.deadline = Instant::now() + LINGER;
+                }
+                State::Answering { out, sent } => match self.stream.write(&out[*sent..]) {
+                    Ok(0) => return Next::Close,
+                    Ok(n) => *sent += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return Next::Close,
+                },
+                State::Lingering { left } => {
+                    let room = (*left).min(scratch.len());
+                    if room == 0 {
+                        return Next::Close;
+                    }
+                    match self.stream.read(&mut scratch[..room]) {
+                        Ok(0) => return Next::Close,
+                        Ok(n) => *left -= n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(_) => return Next::Close,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads what has arrived of a request into `buf`, parsing the head once it is complete. `Err`
+/// with the refusal when the request cannot be served.
+fn read_request(
+    stream: &mut mio::net::TcpStream,
+    buf: &mut Vec<u8>,
+    head: &mut Option<Head>,
+    scratch: &mut [u8],
+    bodies: &Arc<AtomicUsize>,
+) -> Result<Next, Response> {
+    loop {
+        let limit = head.as_ref().map_or(MAX_HEAD, |h| h.len + h.body_len);
+        if head.is_some() && buf.len() >= limit {
+            return Ok(Next::Dispatch);
+        }
+        let room = (limit - buf.len()).min(scratch.len());
+        match stream.read(&mut scratch[..room]) {
+            Ok(0) => return Ok(Next::Close),
+            Ok(n) => {
+                // Grow by doubling, from 1 KiB, never past the limit: a head never holds more
+                // than MAX_HEAD bytes of memory.
+                let wanted = (buf.len() + n)
+                    .max(2 * buf.capacity())
+                    .max(1 << 10)
+                    .min(limit);
+                buf.reserve_exact(wanted - buf.len());
+                buf.extend_from_slice(&scratch[..n]);
+                if head.is_none() {
+                    *head = parse_head(stream, buf, bodies)?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Next::Wait),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(Next::Close),
+        }
+    }
+}
+
+/// The head in `buf`, once complete; takes the body's bytes from the budget, and says
+/// `100 Continue` to a client that waits for it.
+fn parse_head(
+    stream: &mut mio::net::TcpStream,
+    buf: &mut Vec<u8>,
+    bodies: &Arc<AtomicUsize>,
+) -> Result<Option<Head>, Response> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Request::new(&mut headers);
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+            return Err(Response::error(
+                431,
+                format_args!("the request head is longer than {MAX_HEAD} bytes"),
+            ))
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(Response::error(400, format_args!("malformed request: {e}"))),
+    };
+    let (body_len, expects_continue) = head_fields(&parsed)?;
+    if body_len > MAX_SYMBOL_BODY {
+        return Err(Response::error(
+            413,
+            format_args!("the body has {body_len} bytes; at most {MAX_SYMBOL_BODY}"),
+        ));
+    }
+    let body = match body_len {
+        0 => None,
+        _ => Some(BodyReservation::take(bodies, body_len).ok_or_else(|| {
+            Response::error(
+                503,
+                format_args!(
+                    "other requests' bodies already take the {BODY_BUDGET} bytes held at once; \
+                     retry later"
+                ),
+            )
+        })?),
+    };
+    let head = Head {
+        len,
+        method: parsed.method.unwrap_or("").to_string(),
+        target: parsed.path.unwrap_or("").to_string(),
+        body_len,
+        _body: body,
+    };
+    if expects_continue && body_len > buf.len() - len {
+        // Best effort: a client that does not get it sends the body after its own timeout.
+        let _ = stream.write(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    buf.reserve_exact((len + body_len).saturating_sub(buf.len()));
+    Ok(Some(head))
 }
 
 /// The body's length and whether the client waits for `100 Continue`; a chunked body is refused.
@@ -211,89 +734,6 @@ fn head_fields(parsed: &httparse::Request<'_, '_>) -> Result<(usize, bool), Resp
         }
     }
     Ok((body_len, expects_continue))
-}
-
-/// Reads more of the request into `buf` (up to `limit` bytes in all) before `deadline`. `Err`
-/// when the connection is done: with a response to send (408 on the deadline), or `None` when the
-/// client closed it or it failed.
-fn read_some(
-    stream: &mut TcpStream,
-    buf: &mut Vec<u8>,
-    limit: usize,
-    deadline: Instant,
-) -> Result<(), Option<Response>> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(Some(Response::error(
-            408,
-            format_args!("the request was not received within {READ_DEADLINE:?}"),
-        )));
-    }
-    let _ = stream.set_read_timeout(Some(left));
-    let start = buf.len();
-    let want = (limit - start).clamp(1, 64 << 10);
-    buf.resize(start + want, 0);
-    let n = stream.read(&mut buf[start..]);
-    match n {
-        Ok(0) => {
-            buf.truncate(start);
-            Err(None)
-        }
-        Ok(n) => {
-            buf.truncate(start + n);
-            Ok(())
-        }
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ) =>
-        {
-            buf.truncate(start);
-            Err(Some(Response::error(
-                408,
-                format_args!("the request was not received within {READ_DEADLINE:?}"),
-            )))
-        }
-        Err(_) => Err(None),
-    }
-}
-
-/// Writes `response` and closes the sending side; a client that went away is not an error.
-fn write_response(stream: &mut TcpStream, response: &Response, head_only: bool) {
-    let head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        response.status,
-        reason(response.status),
-        response.content_type,
-        response.body.len()
-    );
-    let _ = stream
-        .write_all(head.as_bytes())
-        .and_then(|()| {
-            if head_only {
-                Ok(())
-            } else {
-                stream.write_all(&response.body)
-            }
-        })
-        .and_then(|()| stream.flush());
-    let _ = stream.shutdown(Shutdown::Write);
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "Internal Server Error",
-    }
 }
 
 /// The address the `http` setting's listener was started on, so it starts once. Only locked while
@@ -341,3 +781,32 @@ extern "C" fn start_listener_if_the_environment_asks() {
 #[used]
 #[link_section = ".init_array"]
 static START_LISTENER_BEFORE_MAIN: extern "C" fn() = start_listener_if_the_environment_asks;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_cap_is_a_quarter_of_the_descriptors_less_those_past_the_loop() {
+        // 1,024 / 4 = 256, less 128 waiting, 4 with workers and 3 of the loop's own.
+        assert_eq!(connection_cap(Some(1024)), 121);
+        assert_eq!(connection_cap(Some(2588)), MAX_CONNECTIONS);
+        assert_eq!(connection_cap(Some(2584)), MAX_CONNECTIONS - 1);
+        assert_eq!(connection_cap(Some(1 << 20)), MAX_CONNECTIONS);
+        assert_eq!(connection_cap(None), MAX_CONNECTIONS);
+        assert_eq!(connection_cap(Some(64)), MIN_CONNECTIONS);
+        assert_eq!(connection_cap(Some(0)), MIN_CONNECTIONS);
+    }
+
+    #[test]
+    fn body_budget_is_taken_and_given_back() {
+        let taken = Arc::new(AtomicUsize::new(0));
+        let first = BodyReservation::take(&taken, BODY_BUDGET - 10).unwrap();
+        assert!(BodyReservation::take(&taken, 11).is_none());
+        let second = BodyReservation::take(&taken, 10).unwrap();
+        drop(first);
+        assert_eq!(taken.load(Ordering::Relaxed), 10);
+        drop(second);
+        assert_eq!(taken.load(Ordering::Relaxed), 0);
+    }
+}

@@ -1,6 +1,7 @@
 //! The profiles over HTTP (the `http` feature): a standalone listener ([`serve`], or the
 //! `http:<ip:port>` setting), and the same endpoints as a plain function ([`handle`]) to mount in
-//! a program's own router. No async runtime: the listener is a few threads of its own.
+//! a program's own router. No async runtime: the listener is an event-loop thread (mio) and a few
+//! workers of its own.
 //!
 //! | Path | Method | Serves |
 //! |---|---|---|
@@ -27,8 +28,9 @@
 //! A request that cannot be served gets a 4xx with a one-line reason: an unknown path (404), a
 //! method a path does not serve (405), a bad parameter (400), a `/pprof/symbol` body over
 //! [`MAX_SYMBOL_BODY`] (413) or chunked (411), a head over 16 KiB (431) or not sent within 10 s
-//! (408); 503 when [`MAX_CONCURRENT_WINDOWS`] `seconds` requests already wait or the listener's
-//! queue is full.
+//! (408); 503 when [`MAX_CONCURRENT_WINDOWS`] `seconds` requests already wait, or the listener's
+//! queue is full or already holds 4 MiB of request bodies. Under a connection flood the listener
+//! closes the oldest connections still sending their requests ([`Server::max_connections`]).
 //!
 //! **Security**: a profile reveals code addresses, the memory map (library paths, address-space
 //! layout), the command line and host name. Bind to loopback (`127.0.0.1`) unless the network is
@@ -48,4 +50,6 @@ pub use handlers::{
     handle, Request, Response, MAX_CONCURRENT_WINDOWS, MAX_SYMBOL_BODY, MAX_WINDOW_SECONDS, PATHS,
 };
 pub(crate) use listener::start_configured as listener_for_settings;
-pub use listener::{serve, Server, MAX_HEAD, QUEUE, READ_DEADLINE, WORKERS};
+pub use listener::{
+    serve, Server, MAX_CONNECTIONS, MAX_HEAD, QUEUE, READ_DEADLINE, WORKERS, WRITE_DEADLINE,
+};
