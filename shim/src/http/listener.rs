@@ -14,13 +14,14 @@
 //! - *Connections.* The loop holds at most [`Server::max_connections`]: a quarter of the file
 //!   descriptors the process may open (`RLIMIT_NOFILE`'s soft limit when [`serve`] runs) less the
 //!   [`QUEUE`] + [`WORKERS`] connections past the loop and its 3 own descriptors (listening
-//!   socket, epoll, wake-up event), between 16 and [`MAX_CONNECTIONS`]. So the listener never takes
-//!   more than a quarter of the descriptors from the service (121 connections under the common soft
-//!   limit of 1,024; 512 from a soft limit of 2,588). When a connection arrives at the cap, the
-//!   oldest the loop holds (still sending its request, or being refused) is closed without an
-//!   answer to admit it. A client that sends its request as soon as it connects is answered unless
-//!   `max_connections` other connections arrive between its own and its request's (one turn of the
-//!   loop), so idle connections cannot keep the listener from serving, however many there are.
+//!   socket, epoll, wake-up event), between 16 and [`MAX_CONNECTIONS`]. So, from a soft limit of
+//!   604 up, the listener never holds more than a quarter of the service's descriptors (121
+//!   connections under the common soft limit of 1,024; 512 from a soft limit of 2,588). When a
+//!   connection arrives at the cap, the oldest the loop holds (still sending its request, or being
+//!   refused) is closed without an answer to admit it. A client that sends its request as soon as
+//!   it connects is answered unless `max_connections` other connections arrive after it and before
+//!   its request (one turn of the loop), so idle connections cannot keep the listener from serving,
+//!   however many there are.
 //! - *Time to send a request.* Head and body must arrive within [`READ_DEADLINE`] of the connection
 //!   (408 after), however regularly a client trickles its bytes.
 //! - *Sizes.* A head of at most [`MAX_HEAD`] bytes (431); a body of at most
@@ -549,6 +550,8 @@ impl EventLoop {
 
     fn close(&mut self, token: usize) {
         if let Some(mut connection) = self.connections.remove(&token) {
+            // Explicitly: a forked child's copy of the descriptor would keep the registration
+            // (and its events) alive past the close.
             let _ = self.poll.registry().deregister(&mut connection.stream);
         }
     }
