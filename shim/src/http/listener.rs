@@ -75,6 +75,8 @@ const LINGER: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 4 * MAX_SYMBOL_BODY;
 /// Request bodies held at once, being read or waiting for a worker.
 const BODY_BUDGET: usize = WORKERS * MAX_SYMBOL_BODY;
+/// The most bytes one read takes from a connection.
+const SCRATCH_BYTES: usize = 64 << 10;
 /// Connections accepted per turn of the loop, so that a connection flood does not starve the
 /// reading of those already accepted.
 const ACCEPTS_PER_TURN: usize = 64;
@@ -148,7 +150,11 @@ pub fn serve(addr: impl ToSocketAddrs) -> io::Result<Server> {
         jobs,
         bodies: Arc::new(AtomicUsize::new(0)),
         accept_at: None,
-        scratch: vec![0; 64 << 10].into_boxed_slice(),
+        // Not `vec![0u8; n]`: that would make the shim export `vec::from_elem::<u8>`, which
+        // debug builds share with the program (share-generics) instead of inlining it there, and
+        // a function whose last act is `vec![x; n]` then tail-calls it and vanishes from its
+        // stacks (`tests/http_go_pprof.rs` names such a function).
+        scratch: Box::new([0; SCRATCH_BYTES]),
     };
     std::thread::Builder::new()
         .name("jeprof-http".into())
