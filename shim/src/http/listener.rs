@@ -423,15 +423,7 @@ impl EventLoop {
                     }
                     let token = self.next_token;
                     self.next_token += 1;
-                    // Writable too: a refusal that does not fit the send buffer continues when
-                    // it drains (edge-triggered, so a reading connection pays one event).
-                    let interest = Interest::READABLE | Interest::WRITABLE;
-                    if self
-                        .poll
-                        .registry()
-                        .register(&mut stream, Token(token), interest)
-                        .is_ok()
-                    {
+                    if self.register(&mut stream, token).is_ok() {
                         let connection = Connection {
                             stream,
                             deadline: Instant::now() + READ_DEADLINE,
@@ -535,13 +527,7 @@ impl EventLoop {
         // The body's bytes go back to the budget.
         drop((buf, head));
         let mut stream = mio::net::TcpStream::from_std(stream);
-        let interest = Interest::READABLE | Interest::WRITABLE;
-        if self
-            .poll
-            .registry()
-            .register(&mut stream, Token(token), interest)
-            .is_err()
-        {
+        if self.register(&mut stream, token).is_err() {
             return;
         }
         let busy = Response::error(
@@ -552,6 +538,16 @@ impl EventLoop {
         let next = connection.send(&mut self.scratch);
         self.connections.insert(token, connection);
         self.follow(token, next);
+    }
+
+    /// Registers a connection's events under `token`: readable, and writable too, so that a
+    /// refusal that does not fit the send buffer continues when it drains (edge-triggered, so a
+    /// reading connection pays one event for it).
+    fn register(&self, stream: &mut mio::net::TcpStream, token: usize) -> io::Result<()> {
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        self.poll
+            .registry()
+            .register(stream, Token(token), interest)
     }
 
     fn close(&mut self, token: usize) {
