@@ -4,9 +4,9 @@
 //! Requests are read with `httparse`; every response is `Connection: close`.
 //!
 //! **Why an event loop.** A thread that blocks reading a connection belongs to whoever opened it.
-//! An accepting thread feeding blocking workers through a queue was held by 300 connections left
-//! silent (a scraper's idle keep-alive pool does this): they filled the queue and held every worker
-//! until their read timeouts, and every other request got 503 for over a minute. Here the loop
+//! An accepting thread feeding blocking workers through a queue is held by 300 connections left
+//! silent (a scraper's idle keep-alive pool does this): they fill the queue and hold every worker
+//! until their read timeouts, and every other request gets 503 for over a minute. Here the loop
 //! (mio, on epoll) holds a connection at the cost of its buffer until its request is complete;
 //! only complete requests reach the workers, so a silent or trickling client holds no thread.
 //!
