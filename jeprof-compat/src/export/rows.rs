@@ -3,16 +3,18 @@
 //! its unbiased figures. Schema v1 is in `docs/design.md` §13; [`super::parquet`] writes it.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use jeprof_dumpfmt::maps::Mapping;
 use jeprof_dumpfmt::{labels, Counts, Profile};
 
 use crate::attribution::Attribution;
+use crate::hash::FastMap;
 use crate::input::MemoryMap;
 use crate::names::SkipRules;
-use crate::report::{allocator_names_inlined, interesting_frames};
-use crate::symbolize::{is_shared_library, unsymbolized_identity, ResolvedProfile};
+use crate::report::{allocator_names_inlined, cuts_stack};
+use crate::symbolize::{is_shared_library, unsymbolized_identity, Frame, ResolvedProfile};
 
 /// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`, and so from
 /// `frames` (they stay in `locations` and `addresses`).
@@ -45,17 +47,17 @@ pub struct StackRow {
     pub thread: Option<i64>,
     /// Function names, leaf first, allocator frames removed as the reports remove them, inlined
     /// functions suffixed ` (inline)`, unnamed frames as the reports print them.
-    pub frames: Vec<String>,
+    pub frames: Vec<Arc<str>>,
     /// Every frame, leaf first: `file+0xOFFSET` of the address jeprof looks up (callers minus
     /// one) through the memory map, else that address as `0x` and 16 hex digits.
-    pub locations: Vec<String>,
+    pub locations: Vec<Arc<str>>,
     /// Every frame's address as the dump has it, leaf first.
     pub addresses: Vec<u64>,
     /// `frames[0]`.
-    pub leaf: Option<String>,
+    pub leaf: Option<Arc<str>>,
     /// The function the reports charge flat to: the first of `frames` that
     /// [`crate::names::DEFAULT_HIDE`] does not match (the leaf when all match).
-    pub user_frame: Option<String>,
+    pub user_frame: Option<Arc<str>>,
     /// The unbiased figures and their variances.
     pub counts: Counts,
 }
@@ -171,48 +173,56 @@ pub struct RowOptions {
 /// The rows of `profile`, whose stacks' per-thread figures are `threads` (the dump's
 /// [`jeprof_dumpfmt::Stack::threads`], in the same order as `profile.stacks`; only read with
 /// [`RowOptions::per_thread`]).
+///
+/// A dump's stacks share their frames (one [`Frame`] per address), so each frame's names, its
+/// location and whether it is an allocator frame are worked out once per dump ([`FrameText`]),
+/// and the rows share those strings: a row costs its three vectors, not a dozen formatted names.
 pub fn rows(
     profile: &ResolvedProfile,
     threads: &[Vec<jeprof_dumpfmt::ThreadCounts>],
     options: &RowOptions,
 ) -> Vec<StackRow> {
     let hide = Attribution::user_code();
+    // Each distinct frame's text, found by the frame's address (`resolve` makes one per key).
+    let mut text_index: FastMap<*const Frame, usize> = FastMap::default();
+    let mut texts: Vec<FrameText> = Vec::new();
+    let mut of_stack: Vec<usize> = Vec::new();
     let mut out = Vec::with_capacity(profile.stacks.len());
     for (i, stack) in profile.stacks.iter().enumerate() {
-        let mut frames = Vec::with_capacity(stack.frames.len() + 2);
-        for f in interesting_frames(&stack.frames, options.skip) {
-            if f.key > LAST_USER_ADDRESS {
-                continue;
-            }
-            let first = allocator_names_inlined(f, options.skip);
-            let last = f.names.len().saturating_sub(1);
-            for (j, name) in f.names.iter().enumerate().skip(first) {
-                if name.is_empty() {
-                    continue;
+        of_stack.clear();
+        for f in &stack.frames {
+            let k = *text_index.entry(Arc::as_ptr(f)).or_insert_with(|| {
+                texts.push(FrameText::of(f, options.skip, &hide));
+                texts.len() - 1
+            });
+            of_stack.push(k);
+        }
+        let texts_of_stack: Vec<&FrameText> = of_stack.iter().map(|&k| &texts[k]).collect();
+        // jeprof's `RemoveUninterestingFrames`: everything up to and including the last
+        // allocator frame seen from the leaf goes (`crate::report::interesting_frames`).
+        let first_interesting = texts_of_stack
+            .iter()
+            .rposition(|t| t.uninteresting)
+            .map_or(0, |k| k + 1);
+        let shown = &texts_of_stack[first_interesting..];
+        let mut frames = Vec::with_capacity(shown.iter().map(|t| t.names.len()).sum());
+        let mut user_frame = None;
+        for t in shown {
+            for (name, hidden) in &t.names {
+                if user_frame.is_none() && !hidden {
+                    user_frame = Some(name.clone());
                 }
-                frames.push(if j < last {
-                    format!("{name} (inline)")
-                } else {
-                    name.clone()
-                });
+                frames.push(name.clone());
             }
         }
-        let locations = stack
-            .frames
-            .iter()
-            .map(|f| unsymbolized_identity(f.key, f.module.as_ref().map(|(p, o)| (&**p, *o))))
-            .collect();
+        let user_frame = user_frame.or_else(|| frames.first().cloned());
+        let locations = texts_of_stack.iter().map(|t| t.location.clone()).collect();
         let addresses = stack
             .frames
             .iter()
             .enumerate()
             .map(|(k, f)| if k == 0 { f.key } else { f.key.wrapping_add(1) })
             .collect();
-        let user_frame = frames
-            .iter()
-            .find(|f| !hide.hides(f))
-            .or(frames.first())
-            .cloned();
         let row = StackRow {
             thread: None,
             leaf: frames.first().cloned(),
@@ -239,6 +249,46 @@ pub fn rows(
         }
     }
     out
+}
+
+/// What one frame contributes to the rows of every stack holding it.
+struct FrameText {
+    /// An allocator frame jeprof's `RemoveUninterestingFrames` cuts the stack at.
+    uninteresting: bool,
+    /// Its names in `frames`, innermost first, each with whether [`Attribution::user_code`]
+    /// passes over it: none for a kernel address, inlined allocator names left out, inlined
+    /// names suffixed ` (inline)`.
+    names: Vec<(Arc<str>, bool)>,
+    /// Its `locations` entry.
+    location: Arc<str>,
+}
+
+impl FrameText {
+    fn of(f: &Frame, skip: SkipRules, hide: &Attribution) -> FrameText {
+        let mut names = Vec::new();
+        if f.key <= LAST_USER_ADDRESS {
+            let first = allocator_names_inlined(f, skip);
+            let last = f.names.len().saturating_sub(1);
+            for (j, name) in f.names.iter().enumerate().skip(first) {
+                if name.is_empty() {
+                    continue;
+                }
+                let name: Arc<str> = if j < last {
+                    format!("{name} (inline)").into()
+                } else {
+                    name.as_str().into()
+                };
+                let hidden = hide.hides(&name);
+                names.push((name, hidden));
+            }
+        }
+        FrameText {
+            uninteresting: cuts_stack(f, skip),
+            names,
+            location: unsymbolized_identity(f.key, f.module.as_ref().map(|(p, o)| (&**p, *o)))
+                .into(),
+        }
+    }
 }
 
 #[cfg(test)]

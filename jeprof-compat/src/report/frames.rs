@@ -19,13 +19,16 @@ pub fn interesting_frames(
     skip: SkipRules,
 ) -> &[std::sync::Arc<Frame>] {
     // jeprof throws away everything up to and including the *last* allocator frame seen from the leaf.
-    match frames
-        .iter()
-        .rposition(|f| f.symbolized && names::is_uninteresting(f.function(), skip))
-    {
+    match frames.iter().rposition(|f| cuts_stack(f, skip)) {
         Some(i) => &frames[i + 1..],
         None => frames,
     }
+}
+
+/// Whether `frame` is an allocator frame [`interesting_frames`] cuts a stack at (jeprof only
+/// skips frames with real names).
+pub(crate) fn cuts_stack(frame: &Frame, skip: SkipRules) -> bool {
+    frame.symbolized && names::is_uninteresting(frame.function(), skip)
 }
 
 /// How many of a frame's innermost names are allocator functions Rust inlined into its caller
