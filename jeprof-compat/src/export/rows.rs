@@ -175,8 +175,8 @@ pub struct RowOptions {
 /// [`RowOptions::per_thread`]).
 ///
 /// A dump's stacks share their frames (one [`Frame`] per address), so each frame's names, its
-/// location and whether it is an allocator frame are worked out once per dump ([`FrameText`]),
-/// and the rows share those strings: a row costs its three vectors, not a dozen formatted names.
+/// location and whether it is an allocator frame are worked out once per dump, and the rows
+/// share those strings: a row costs its three vectors, not a dozen formatted names.
 pub fn rows(
     profile: &ResolvedProfile,
     threads: &[Vec<jeprof_dumpfmt::ThreadCounts>],
