@@ -130,6 +130,8 @@ impl Dictionary {
         d.tables.link_table.push(Link::default());
         d.tables.attribute_table.push(KeyValueAndUnit::default());
         d.tables.stack_table.push(Stack::default());
+        // A sample whose every frame was removed (all the allocator's) has the zero stack.
+        d.stacks.insert(Vec::new(), 0);
         d.string("");
         d
     }
@@ -408,14 +410,17 @@ mod tests {
         names.insert(0x1100, vec!["leaf".to_string(), "caller".to_string()]);
         names.insert(0x1200 - 1, vec!["main".to_string()]);
         names.insert(0x1300 - 1, vec!["other".to_string()]);
+        names.insert(0x1500, vec!["malloc".to_string()]);
         p.symbols = Some(SymbolTable {
             binary: Some("/usr/bin/prog".into()),
             names,
             lines: std::collections::BTreeMap::new(),
         });
+        // The third stack is all the allocator's: every frame is removed, its stack is empty.
         for (frames, bytes) in [
             (vec![0x1100, 0x1200], 3_000_000.4),
             (vec![0x1100, 0x1300], 0.0),
+            (vec![0x1500], 2_000_000.0),
         ] {
             p.stacks.push(model::Stack {
                 frames,
@@ -523,11 +528,12 @@ mod tests {
             assert!(f.name_strindex < strings && f.filename_strindex < strings);
         }
         for s in &d.stack_table[1..] {
+            assert!(!s.location_indices.is_empty(), "one empty stack: entry 0");
             assert!(s.location_indices.iter().all(|&l| l > 0));
         }
         let profiles = &request.resource_profiles[0].scope_profiles[0].profiles;
         for sample in profiles.iter().flat_map(|p| &p.samples) {
-            assert!((1..d.stack_table.len() as i32).contains(&sample.stack_index));
+            assert!((0..d.stack_table.len() as i32).contains(&sample.stack_index));
             assert_eq!(sample.values.len(), 1);
         }
     }
@@ -588,8 +594,18 @@ mod tests {
             theirs.retain(|_, v| *v != 0);
             assert_eq!(ours, theirs, "{kind}");
         }
-        // The scoped share and the rest are one stack with two attribute sets.
+        // The allocator's own stack is the zero (empty) stack.
         let inuse = &profiles[0].samples;
+        assert_eq!(
+            inuse
+                .iter()
+                .filter(|s| s.stack_index == 0)
+                .map(|s| s.values[0])
+                .collect::<Vec<_>>(),
+            [2_000_000]
+        );
+        // The scoped share and the rest are one stack with two attribute sets.
+        let inuse: Vec<&Sample> = inuse.iter().filter(|s| s.stack_index != 0).collect();
         assert_eq!(inuse.len(), 2);
         assert_eq!(inuse[0].stack_index, inuse[1].stack_index);
         assert_eq!(inuse.iter().map(|s| s.values[0]).sum::<i64>(), 3_000_000);
