@@ -44,6 +44,8 @@ pub enum Error {
     Invalid(String),
     /// Bytes that should be a gzipped pprof `profile.proto` message are not one.
     Pprof(String),
+    /// Bytes that should be an OTLP `ExportProfilesServiceRequest` are not one ([`crate::otlp`]).
+    Otlp(String),
     /// The leak test cannot run on this series or with these options ([`crate::leaks`]): too
     /// few dumps in its window, times out of order, an option out of range.
     LeakTest(String),
@@ -79,7 +81,7 @@ impl Error {
                     *file = Some(path.into());
                 }
             }
-            Error::Invalid(_) | Error::Pprof(_) | Error::LeakTest(_) => {}
+            Error::Invalid(_) | Error::Pprof(_) | Error::Otlp(_) | Error::LeakTest(_) => {}
         }
         self
     }
@@ -139,6 +141,7 @@ impl fmt::Display for Error {
             }
             Error::Invalid(what) => write!(f, "invalid profile: {what}"),
             Error::Pprof(what) => write!(f, "not a pprof profile: {what}"),
+            Error::Otlp(what) => write!(f, "not an OTLP profiles request: {what}"),
             Error::LeakTest(what) => write!(f, "{what}"),
             Error::Io { file, source } => {
                 prefix(f, file)?;

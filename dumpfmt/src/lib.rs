@@ -3,9 +3,10 @@
 //! One in-memory model ([`Profile`]) of a sampled heap profile whose figures are already *unbiased per
 //! sample* (the only order that stays right when samples of different sizes are added up, see
 //! [`math`]), a [writer](mod@write) whose dumps the legacy Perl `jeprof` reports correctly, a [`read`]er for
-//! every dump real jemalloc writes (and ours), and [`pprof`] output (what `go tool pprof` and
-//! continuous-profiling scrapers read). Formats are adapters around the one model; [`frames`] says
-//! which frames are the allocator's (removed by every report) and [`maps`] reads a dump's memory map.
+//! every dump real jemalloc writes (and ours), [`pprof`] output (what `go tool pprof` and
+//! continuous-profiling scrapers read) and [`otlp`] output (OpenTelemetry profiles). Formats are
+//! adapters around the one model; [`frames`] says which frames are the allocator's (removed by
+//! every report) and [`maps`] reads a dump's memory map.
 //!
 //! ```
 //! use jeprof_dumpfmt::{Estimate, Profile, Stack, WriteOptions};
@@ -65,7 +66,8 @@
 //! - [`model`], the one profile, uses error, math and labels (to validate them).
 //! - [`allocator`] (the allocator's figures beside a profile, and their reading) uses error and
 //!   model.
-//! - [`scopes`] uses model; [`pprof`] uses error, frames, maps and model.
+//! - [`scopes`] uses model; [`pprof`] uses error, frames, maps and model; [`otlp`] (OpenTelemetry
+//!   profiles) uses error, labels and pprof.
 //! - [`read`] and [`write`](mod@write) mirror each other over [`syntax`], section by section: read
 //!   uses error, labels, math, model, scopes and syntax; write uses encode, error, math, model,
 //!   output, scopes and syntax. Neither uses the other.
@@ -81,6 +83,7 @@ pub mod leaks;
 pub mod maps;
 pub mod math;
 pub mod model;
+pub mod otlp;
 pub mod output;
 pub mod pprof;
 pub mod read;

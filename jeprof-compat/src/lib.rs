@@ -42,6 +42,7 @@
 //!   - [`diff`] (input, symbolize, report): per-function change between two dumps, with its
 //!     interval ([`diff::compare_files`]);
 //!   - [`pprof`] (names, attribution, input, symbolize, load, report): `profile.proto` output;
+//!   - [`otlp`] (input, symbolize, pprof): OpenTelemetry profiles, pprof's message re-indexed;
 //!   - [`export`] (names, attribution, input, symbolize, binary, report): dumps as rows of
 //!     unbiased figures (schema v1, Parquet), which any SQL engine adds up correctly
 //!     ([`export::export_files`]); `query` (export; cargo feature `sql`): SQL over those rows
@@ -127,6 +128,7 @@ pub mod diff;
 pub mod export;
 pub mod leaks;
 pub mod merge;
+pub mod otlp;
 pub mod pprof;
 #[cfg(feature = "sql")]
 pub mod query;

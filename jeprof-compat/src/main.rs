@@ -23,6 +23,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Report(args) => commands::report::run(args),
         Command::Merge(args) => commands::merge::run(args),
         Command::Pprof(args) => commands::pprof::run(args),
+        Command::Otlp(args) => commands::otlp::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Leaks(args) => commands::leaks::run(args),
         Command::Export(args) => commands::export::run(args),

@@ -162,6 +162,7 @@ fn help_teaches_with_examples() {
         "report",
         "merge",
         "pprof",
+        "otlp",
         "diff",
         "Examples:",
         "jeprof-compat merge -o fleet.heap",

@@ -147,6 +147,7 @@ fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
     for (name, args) in [
         ("out.heap", vec!["merge", "-o"]),
         ("out.pb.gz", vec!["pprof", "-o"]),
+        ("out.pb", vec!["otlp", "-o"]),
         ("out.svg", vec!["report", "--flamegraph"]),
     ] {
         let target = dir.path().join(name);
@@ -161,5 +162,5 @@ fn outputs_replace_a_planted_symlink_instead_of_writing_through_it() {
         assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
     }
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert_eq!(names.len(), 4, "no temporary file left behind");
+    assert_eq!(names.len(), 5, "no temporary file left behind");
 }

@@ -15,7 +15,7 @@ mod profiler;
 
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_LEAK_HISTORY, DEFAULT_LEAK_INTERVAL, DEFAULT_MAX_FRAMES,
-    DEFAULT_MAX_STACKS, DEFAULT_SAMPLE_RATE, LEAK_HISTORY_STACKS,
+    DEFAULT_MAX_STACKS, DEFAULT_OTLP_INTERVAL, DEFAULT_SAMPLE_RATE, LEAK_HISTORY_STACKS,
 };
 pub use exact::{ExactScopeStats, ExactScopes};
 #[cfg(feature = "http")]
@@ -26,6 +26,7 @@ pub use parts::capture::{Unwinder, MAX_FRAMES_LIMIT};
 pub use parts::symbolize::SymbolizerCost;
 pub use profiler::control::ConfigError;
 pub use profiler::leak_history::{LeakHistoryError, LeakSuspect};
+pub use profiler::otlp_stats::OtlpPushStats;
 pub use profiler::pprof::{PprofOptions, SampleType};
 pub use profiler::report::Stats;
 pub use profiler::sampled_path::Dropped;

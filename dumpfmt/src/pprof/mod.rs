@@ -37,6 +37,10 @@ pub const SAMPLE_TYPES: [(&str, &str); 4] = [
     ("alloc_space", "bytes"),
 ];
 
+/// The label of a sample that holds a scope's share of a stack ([`from_profile`]): the one label
+/// that differs between samples of one process (the others name the process).
+pub const SCOPE_LABEL: &str = "scope";
+
 /// What a profile says about itself, beside its samples.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Header {
@@ -394,7 +398,7 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
                 inuse: s.inuse,
                 accum: crate::model::Estimate::default(),
             };
-            b.sample(ids.clone(), &scoped, &[("scope", &s.scope)]);
+            b.sample(ids.clone(), &scoped, &[(SCOPE_LABEL, &s.scope)]);
             rest.inuse.objects = (rest.inuse.objects - s.inuse.objects).max(0.0);
             rest.inuse.bytes = (rest.inuse.bytes - s.inuse.bytes).max(0.0);
         }

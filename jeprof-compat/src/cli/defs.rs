@@ -34,6 +34,9 @@ pub(crate) enum Command {
     /// Convert dumps to pprof's profile.proto (gzipped).
     #[command(after_help = help::PPROF)]
     Pprof(PprofArgs),
+    /// Convert dumps to OpenTelemetry profiles (an OTLP ExportProfilesServiceRequest, protobuf).
+    #[command(after_help = help::OTLP)]
+    Otlp(PprofArgs),
     /// Per-function change from BASE to NEW, with its 95% interval and a flag when it is significant.
     #[command(after_help = help::DIFF)]
     Diff(DiffArgs),
@@ -292,8 +295,9 @@ pub(crate) struct PprofArgs {
     /// Dumps to convert (several are added up).
     #[arg(required = true, value_name = "DUMP")]
     pub(crate) dumps: Vec<PathBuf>,
-    /// Where to write the gzipped profile.proto.
-    #[arg(short, long, value_name = "OUT.pb.gz")]
+    /// Where to write the profile: `pprof`'s gzipped profile.proto (OUT.pb.gz), `otlp`'s
+    /// protobuf request (OUT.pb).
+    #[arg(short, long, value_name = "OUT")]
     pub(crate) output: PathBuf,
     #[command(flatten)]
     pub(crate) attribution: AttributionArgs,

@@ -96,6 +96,23 @@ Example:
 Sample types: inuse_objects/count, inuse_space/bytes, alloc_objects/count, alloc_space/bytes; values are \
 the unbiased estimates rounded to integers; period = the sample period.";
 
+/// `jeprof-compat otlp --help`.
+pub(crate) const OTLP: &str = "\
+Examples:
+  jeprof-compat otlp -o app.pb app.heap
+  curl -H 'Content-Type: application/x-protobuf' --data-binary @app.pb \\
+      http://collector:4318/v1development/profiles
+
+Writes an ExportProfilesServiceRequest of OpenTelemetry's profiles signal (opentelemetry-proto \
+v1.10.0, profiles/v1development; the Collector takes it with \
+--feature-gates=+service.profilesSupport). One profile per sample type (inuse_space first, then \
+inuse_objects, alloc_objects, alloc_space), values the unbiased estimates rounded to integers, \
+period = the sample period; the same stacks, names and figures as `pprof` with the same options. \
+Each dump's labels become its resource's attributes: service.name (the service label, else \
+unknown_service:<program>), host.name, process.pid, process.executable.name, \
+process.executable.build_id.gnu, other labels under their own keys; a mapping's build id is its \
+process.executable.build_id.gnu attribute. On any error no output file is written.";
+
 /// `jeprof-compat diff --help`.
 pub(crate) const DIFF: &str = "\
 Example:
@@ -172,11 +189,12 @@ mod tests {
     use super::*;
 
     /// Each text with the command it follows.
-    const TEXTS: [(&str, &str); 8] = [
+    const TEXTS: [(&str, &str); 9] = [
         ("jeprof-compat", TOP),
         ("report", REPORT),
         ("merge", MERGE),
         ("pprof", PPROF),
+        ("otlp", OTLP),
         ("diff", DIFF),
         ("leaks", LEAKS),
         ("export", EXPORT),

@@ -2,8 +2,8 @@
 //!
 //! - [`thread`]: everything kept per thread (one cache line), and the re-entrancy guard;
 //! - [`settings`]: the settings' atomics and their getters and setters;
-//! - [`sync`]: the lock helper, cache-line padding, the thread-exit key, and the traits the loom
-//!   models instantiate;
+//! - [`sync`]: the lock helper, the background threads' futex wake, cache-line padding, the
+//!   thread-exit key, and the traits the loom models instantiate;
 //! - [`hash`]: the tables' hasher.
 
 pub(crate) mod hash;

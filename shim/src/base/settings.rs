@@ -30,6 +30,9 @@ pub const DEFAULT_LEAK_HISTORY: usize = 64;
 pub const MAX_LEAK_HISTORY: usize = 4096;
 /// The most stacks one snapshot of the leak history keeps: those with the most live bytes.
 pub const LEAK_HISTORY_STACKS: usize = 2048;
+/// Default seconds between the profiles `otlp_push` sends: a minute, as OpenTelemetry's
+/// exporters and most continuous profilers send.
+pub const DEFAULT_OTLP_INTERVAL: f64 = 60.0;
 
 /// The `unwinder` setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +103,9 @@ pub(crate) static SERVICE: Mutex<Option<String>> = Mutex::new(None);
 /// see `serve`).
 pub(crate) static HTTP_ADDR: Mutex<Option<String>> = Mutex::new(None);
 
+/// `otlp_push`: the OTLP/HTTP base URL profiles are sent to (`None`: none).
+pub(crate) static OTLP_PUSH: Mutex<Option<String>> = Mutex::new(None);
+
 /// `dump_prefix`: the path prefix of sequenced dumps (`None`: [`DEFAULT_DUMP_PREFIX`]).
 pub(crate) static DUMP_PREFIX: Mutex<Option<String>> = Mutex::new(None);
 
@@ -118,6 +124,8 @@ struct AutoSettings {
     leak_interval: AtomicU64,
     /// `leak_history`: snapshots kept.
     leak_history: AtomicUsize,
+    /// `otlp_interval` in seconds, as `f64` bits.
+    otlp_interval: AtomicU64,
 }
 
 static AUTO: AutoSettings = AutoSettings {
@@ -127,6 +135,7 @@ static AUTO: AutoSettings = AutoSettings {
     dump_final: AtomicBool::new(false),
     leak_interval: AtomicU64::new(DEFAULT_LEAK_INTERVAL.to_bits()),
     leak_history: AtomicUsize::new(DEFAULT_LEAK_HISTORY),
+    otlp_interval: AtomicU64::new(DEFAULT_OTLP_INTERVAL.to_bits()),
 };
 
 // Ordering, for every load and store below: a setting read on its own; it publishes no other
@@ -322,6 +331,20 @@ pub(crate) fn leak_history() -> usize {
 pub(crate) fn set_leak_history(snapshots: usize) {
     // Ordering: see above.
     AUTO.leak_history.store(snapshots, Ordering::Relaxed);
+}
+
+/// Seconds between the profiles `otlp_push` sends (read by the pusher, which only a build with
+/// the `otlp` feature has; the setting is parsed in every build).
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+pub(crate) fn otlp_interval() -> f64 {
+    // Ordering: see above.
+    f64::from_bits(AUTO.otlp_interval.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_otlp_interval(seconds: f64) {
+    // Ordering: see above.
+    AUTO.otlp_interval
+        .store(seconds.to_bits(), Ordering::Relaxed);
 }
 
 /// Whether any setting asks for dumps written by the background writer (interval or peak).

@@ -1,5 +1,6 @@
-//! Small synchronisation primitives: the lock helper, cache-line padding, the thread-exit key,
-//! and the two traits that let the publication protocols run under loom.
+//! Small synchronisation primitives: the lock helper, the background threads' [`Wake`], cache-line
+//! padding, the thread-exit key, and the two traits that let the publication protocols run under
+//! loom.
 //!
 //! The protocols that are not trivial (the sampled range's publication to `dealloc`, the exit
 //! key's, and the handover of a thread's table) are written once, generic over [`Word`] and
@@ -10,14 +11,71 @@
 use std::ffi::c_void;
 use std::ops::DerefMut;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 /// Locks a profiler mutex, ignoring poison (nothing here panics while holding one, and a heap
 /// profiler must keep working regardless). `std`'s mutex is futex-based on Linux: it never
 /// allocates, so it may sit under the allocator.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a background thread (the leak recorder, the OTLP pusher) sleeps on between its rounds: a
+/// futex word that [`Wake::wake`] moves when a setting changes, so the thread reads its settings
+/// again at once instead of after its current wait. No lock: a fork never inherits it held.
+pub(crate) struct Wake(AtomicU32);
+
+impl Wake {
+    pub(crate) const fn new() -> Wake {
+        Wake(AtomicU32::new(0))
+    }
+
+    /// The word now: read it before the settings, then [`Wake::wait`] with it, so that a change
+    /// made after the read ends the wait.
+    pub(crate) fn seen(&self) -> u32 {
+        // Ordering: Acquire pairs with the Release in `wake`: a thread that sees the new word
+        // sees the settings stored before it.
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Moves the word and wakes the sleeping thread.
+    pub(crate) fn wake(&self) {
+        // Ordering: Release pairs with the Acquire in `seen`; the futex only needs the word to
+        // have changed.
+        self.0.fetch_add(1, Ordering::Release);
+        // SAFETY: FUTEX_WAKE on a valid, aligned u32 that lives as long as `self`; it reads no
+        // other memory and neither allocates nor blocks.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.0.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+    }
+
+    /// Sleeps for `timeout` unless the word moves past `seen` (or has already).
+    pub(crate) fn wait(&self, seen: u32, timeout: Duration) {
+        let timespec = libc::timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: FUTEX_WAIT on a valid, aligned u32 that lives as long as `self`, with a
+        // timespec alive for the call; it sleeps only while the word is still `seen` and returns
+        // on a wake, the timeout, a signal or spuriously, all of which the callers' loops handle.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.0.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                &timespec as *const libc::timespec,
+            );
+        }
+    }
 }
 
 /// A value alone in its cache line(s), so that threads writing neighbouring values do not keep

@@ -83,6 +83,15 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
             "dump_on_exit" => dump_path(value).map(|path| *lock(&settings::DUMP_ON_EXIT) = path),
             "service" => service_name(value).map(|name| *lock(&settings::SERVICE) = name),
             "http" => http_address(value).map(|addr| *lock(&settings::HTTP_ADDR) = addr),
+            "otlp_push" => otlp_url(value).map(|url| *lock(&settings::OTLP_PUSH) = url),
+            "otlp_interval" => parse_interval(value).and_then(|seconds| {
+                if seconds >= MIN_OTLP_INTERVAL {
+                    settings::set_otlp_interval(seconds);
+                    Ok(())
+                } else {
+                    Err(format!("must be from {MIN_OTLP_INTERVAL} to 86400 seconds"))
+                }
+            }),
             "unwinder" => match value {
                 "fp" => Ok(UnwinderChoice::FramePointer),
                 "backtrace" => Ok(UnwinderChoice::Backtrace),
@@ -137,7 +146,7 @@ pub(crate) fn apply(spec: &str) -> Result<(), ConfigError> {
                 "unknown key (known: sample_rate, active, seed, max_frames, symbolize, \
                  dump_on_exit, unwinder, arena_size, max_stacks, dump_prefix, dump_interval, \
                  dump_peak, peak_growth, max_dumps, dump_final, leak_interval, leak_history, service, \
-                 http)"
+                 http, otlp_push, otlp_interval)"
                     .to_string(),
             ),
         };
@@ -210,6 +219,36 @@ fn http_address(value: &str) -> Result<Option<String>, String> {
         .parse::<std::net::SocketAddr>()
         .map(|_| Some(value.to_string()))
         .map_err(|_| format!("`{value}` is not an IP address and port (e.g. 127.0.0.1:6060)"))
+}
+
+/// The shortest `otlp_interval`: each push takes a snapshot of the whole profile (and symbolizes
+/// it when `symbolize` is on), which more than ten times a second would cost the process more than
+/// any backend's resolution is worth.
+const MIN_OTLP_INTERVAL: f64 = 0.1;
+
+/// `otlp_push`'s base URL (empty for none): `http://host[:port][/prefix]`, to which the pusher
+/// adds `/v1development/profiles`. Refused without the crate's `otlp` feature, and for `https`
+/// (the client is built without TLS: push to a Collector on the host or in the pod).
+fn otlp_url(value: &str) -> Result<Option<String>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if !cfg!(feature = "otlp") {
+        return Err("this build of jeprof-shim has no `otlp` feature".to_string());
+    }
+    let Some(rest) = value.strip_prefix("http://") else {
+        return Err(format!(
+            "`{value}` is not an http:// URL (plain HTTP only: this build has no TLS; push to a \
+             Collector on the host or in the pod)"
+        ));
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    if authority.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "`{value}` names no host (e.g. http://127.0.0.1:4318)"
+        ));
+    }
+    Ok(Some(value.trim_end_matches('/').to_string()))
 }
 
 fn parse_u64(value: &str) -> Result<u64, String> {
@@ -325,5 +364,48 @@ mod tests {
         assert_eq!(settings::leak_interval(), settings::DEFAULT_LEAK_INTERVAL);
         assert_eq!(settings::leak_history(), settings::DEFAULT_LEAK_HISTORY);
         apply("max_stacks:4294967294,max_stacks:65536").unwrap();
+    }
+
+    #[test]
+    fn otlp_push_takes_a_plain_http_base_and_otlp_interval_a_tenth_of_a_second_to_a_day() {
+        for bad in [
+            "otlp_interval:0",
+            "otlp_interval:0.05",
+            "otlp_interval:100000",
+        ] {
+            let err = apply(bad).unwrap_err();
+            assert!(err.problems[0].contains("otlp_interval"), "{bad}: {err}");
+        }
+        assert_eq!(settings::otlp_interval(), settings::DEFAULT_OTLP_INTERVAL);
+        apply("otlp_interval:0.5").unwrap();
+        assert_eq!(settings::otlp_interval(), 0.5);
+        apply(&format!(
+            "otlp_interval:{}",
+            settings::DEFAULT_OTLP_INTERVAL
+        ))
+        .unwrap();
+
+        let url = apply("otlp_push:http://127.0.0.1:4318/otel/");
+        if cfg!(feature = "otlp") {
+            url.unwrap();
+            assert_eq!(
+                lock(&settings::OTLP_PUSH).as_deref(),
+                Some("http://127.0.0.1:4318/otel")
+            );
+            for bad in [
+                "otlp_push:https://collector:4318",
+                "otlp_push:http://",
+                "otlp_push:4318",
+            ] {
+                let err = apply(bad).unwrap_err();
+                assert_eq!(err.problems.len(), 1, "{bad}: {err}");
+            }
+            assert!(apply("otlp_push:https://c:4318").unwrap_err().problems[0].contains("TLS"));
+            apply("otlp_push:").unwrap();
+        } else {
+            let err = url.unwrap_err();
+            assert!(err.problems[0].contains("no `otlp` feature"), "{err}");
+        }
+        assert!(lock(&settings::OTLP_PUSH).is_none());
     }
 }

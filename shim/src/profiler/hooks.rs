@@ -58,6 +58,7 @@ struct ForkHeld {
     _dump_prefix: MutexGuard<'static, Option<String>>,
     _service: MutexGuard<'static, Option<String>>,
     _http_addr: MutexGuard<'static, Option<String>>,
+    _otlp_push: MutexGuard<'static, Option<String>>,
     _scope_names: MutexGuard<'static, Names>,
     _written: MutexGuard<'static, VecDeque<PathBuf>>,
     _windows: MutexGuard<'static, Windows>,
@@ -83,9 +84,10 @@ static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 extern "C" fn fork_prepare() {
     // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena
     // → dump_on_exit → dump_prefix → service → http address (the listener starts under it) →
-    // scope names → written dumps → windows → peak → leak history → registry → thread tables → stacks → shards →
-    // the peak tracker's per-stack sums. (dump_prefix,
-    // service, written dumps, windows, peak and the leak history are each taken with no other profiler lock held.)
+    // otlp_push's URL → scope names → written dumps → windows → peak → leak history → registry →
+    // thread tables → stacks → shards → the peak tracker's per-stack sums. (dump_prefix, service,
+    // otlp_push's URL, written dumps, windows, peak and the leak history are each taken with no
+    // other profiler lock held.)
     // Taking `writing` waits for the writer's dump in progress, if any: the child must not
     // inherit it held.
     let writing = lock(&auto_dump::WRITING);
@@ -98,6 +100,9 @@ extern "C" fn fork_prepare() {
     let dump_prefix = lock(&settings::DUMP_PREFIX);
     let service = lock(&settings::SERVICE);
     let http_addr = lock(&settings::HTTP_ADDR);
+    // The pusher reads it between pushes; the child's own pusher (started in `fork_child`) must
+    // not find it held.
+    let otlp_push = lock(&settings::OTLP_PUSH);
     // Held by others only with no other profiler lock (see `scopes::NAMES`), so anywhere in the
     // order is safe; here, with the other locks of that kind.
     let scope_names = lock(&scopes::NAMES);
@@ -128,6 +133,7 @@ extern "C" fn fork_prepare() {
         _dump_prefix: dump_prefix,
         _service: service,
         _http_addr: http_addr,
+        _otlp_push: otlp_push,
         _scope_names: scope_names,
         _written: written,
         _windows: windows,
@@ -154,6 +160,8 @@ extern "C" fn fork_child() {
     unsafe { drop((*FORK_HELD.0.get()).take()) };
     auto_dump::after_fork_child();
     leak_history::after_fork_child();
+    #[cfg(feature = "otlp")]
+    super::otlp_push::after_fork_child();
 }
 
 extern "C" fn dump_at_exit() {

@@ -7,6 +7,8 @@ use super::auto_dump;
 use super::control::{self, ConfigError};
 use super::hooks;
 use super::leak_history;
+#[cfg(feature = "otlp")]
+use super::otlp_push;
 use crate::base::thread::Guard;
 use crate::parts::thread_totals;
 
@@ -54,6 +56,8 @@ pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
     // Outside any allocation: the place to start the threads a new setting may ask for.
     auto_dump::ensure_writer();
     leak_history::settings_changed();
+    #[cfg(feature = "otlp")]
+    otlp_push::settings_changed();
     result
 }
 
@@ -77,14 +81,16 @@ extern "C" fn start_writer_if_the_environment_asks() {
     }
 }
 
-/// Before `main`: starts the leak history's recorder, on by default (`leak_interval`), which
-/// must not be started inside an allocation either. Reads `JEPROF_SHIM` first, so that
-/// `leak_interval:0` there starts nothing.
+/// Before `main`: starts the leak history's recorder, on by default (`leak_interval`), and the
+/// OTLP pusher when `otlp_push` asks for it, which must not be started inside an allocation
+/// either. Reads `JEPROF_SHIM` first, so that `leak_interval:0` there starts nothing.
 extern "C" fn start_threads_before_main() {
     start_writer_if_the_environment_asks();
     ensure_init();
     let _guard = Guard::enter();
     leak_history::ensure_recorder();
+    #[cfg(feature = "otlp")]
+    otlp_push::ensure_pusher();
 }
 
 /// Runs [`start_threads_before_main`] as an ELF constructor. Sound before `main`: it uses only

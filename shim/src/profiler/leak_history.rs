@@ -32,7 +32,7 @@ use jeprof_dumpfmt::model::symbol_key;
 
 use super::peak::{self, StackFigures};
 use crate::base::settings::{self, LEAK_HISTORY_STACKS, MAX_LEAK_HISTORY};
-use crate::base::sync::lock;
+use crate::base::sync::{lock, Wake};
 use crate::base::thread::{self, Guard};
 use crate::parts::stacks::{self, STACKS};
 use crate::parts::symbolize;
@@ -159,8 +159,8 @@ pub(crate) fn record() {
 /// pid of the process whose recorder thread runs (0: none).
 static RECORDER_PID: AtomicU32 = AtomicU32::new(0);
 
-/// Bumped when a setting changes, so the recorder's wait ends and it reads `leak_interval` again.
-static WAKE: AtomicU32 = AtomicU32::new(0);
+/// Moved when a setting changes, so the recorder's wait ends and it reads `leak_interval` again.
+static WAKE: Wake = Wake::new();
 
 /// Starts this process's recorder thread if `leak_interval` asks for one and none runs. Call only
 /// outside an allocation (it spawns a thread).
@@ -178,40 +178,8 @@ pub(crate) fn ensure_recorder() {
 /// After `configure`: wakes the recorder, which reads a changed `leak_interval` at once instead
 /// of after its current wait, and starts one if the new setting asks for it.
 pub(crate) fn settings_changed() {
-    // Ordering: Release pairs with the recorder's Acquire load in `wait`; the futex only needs
-    // the word to have changed.
-    WAKE.fetch_add(1, Ordering::Release);
-    // SAFETY: FUTEX_WAKE on a valid, aligned u32 that lives for the whole program; it reads no
-    // other memory and neither allocates nor blocks.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            WAKE.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            1,
-        );
-    }
+    WAKE.wake();
     ensure_recorder();
-}
-
-/// Sleeps for `timeout` unless [`WAKE`] moves past `seen`.
-fn wait(seen: u32, timeout: Duration) {
-    let timespec = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: FUTEX_WAIT on a valid, aligned u32 that lives for the whole program, with a
-    // timespec alive for the call; it sleeps only while the word is still `seen` and returns on a
-    // wake, the timeout, a signal or spuriously, all of which the caller's loop handles.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            WAKE.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            seen,
-            &timespec as *const libc::timespec,
-        );
-    }
 }
 
 /// The recorder thread: a snapshot every `leak_interval`, until the setting turns it off.
@@ -220,8 +188,7 @@ fn recorder() {
     let mut last = Instant::now();
     loop {
         // Read before the setting: a change after this read moves WAKE, and the wait returns.
-        // Ordering: Acquire pairs with the Release in `settings_changed`.
-        let seen = WAKE.load(Ordering::Acquire);
+        let seen = WAKE.seen();
         let interval = settings::leak_interval();
         if interval <= 0.0 {
             let pid = std::process::id();
@@ -244,7 +211,7 @@ fn recorder() {
             record();
             last = now;
         } else {
-            wait(seen, due - now);
+            WAKE.wait(seen, due - now);
         }
     }
 }

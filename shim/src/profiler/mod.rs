@@ -1,9 +1,9 @@
 //! The top layer below `lib.rs`: the profiler, composed of the parts.
 //!
 //! Its modules import the parts and the bottom layer, and each other only in this order:
-//! [`allocator`], [`control`] and [`peak`] (nothing of the profiler) → [`leak_history`] →
-//! [`sampled_path`] → [`report`] → [`scopes`],
-//! [`window`], [`auto_dump`] and [`pprof`] → [`hooks`] → [`init`].
+//! [`allocator`], [`control`], [`peak`] and [`otlp_stats`] (nothing of the profiler) →
+//! [`leak_history`] → [`sampled_path`] → [`report`] → [`scopes`], [`window`], [`auto_dump`] and
+//! [`pprof`] → `otlp_push` (feature `otlp`) → [`hooks`] → [`init`].
 //!
 //! - [`allocator`]: the allocator's figures at a dump's moment, and which allocator holds the
 //!   program's heap;
@@ -17,6 +17,8 @@
 //! - [`window`]: allocation windows' tokens and profiles;
 //! - [`auto_dump`]: sequenced dumps (interval, peak, manual, final) and the background writer;
 //! - [`pprof`]: profiles in pprof form, with the labels that name the process;
+//! - [`otlp_stats`]: what `otlp_push` has done; `otlp_push` (feature `otlp`): the thread that
+//!   sends OpenTelemetry profiles every `otlp_interval`;
 //! - [`hooks`]: the fork handlers and the exit hook;
 //! - [`init`]: initialisation at first use.
 
@@ -26,6 +28,9 @@ pub(crate) mod control;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod leak_history;
+#[cfg(feature = "otlp")]
+pub(crate) mod otlp_push;
+pub(crate) mod otlp_stats;
 pub(crate) mod peak;
 pub(crate) mod pprof;
 pub(crate) mod report;

@@ -6,6 +6,7 @@ use std::path::Path;
 use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, ThreadCounts};
 
 use super::leak_history;
+use super::otlp_stats::{self, OtlpPushStats};
 use super::peak::{self, PEAK};
 use super::sampled_path::{dropped, Dropped};
 use crate::base::hash::Map;
@@ -66,6 +67,8 @@ pub struct Stats {
     pub leak_history_bytes: u64,
     /// Snapshots the leak history recorded since start, the dropped ones included.
     pub leak_snapshots: u64,
+    /// What `otlp_push` has done: profiles built, sent, failed attempts, dropped, queued.
+    pub otlp: OtlpPushStats,
 }
 
 /// A consistent-per-shard copy of the profile. Not atomic across shards: frees racing a snapshot
@@ -314,6 +317,7 @@ pub(crate) fn stats() -> Stats {
         peak_tracker_bytes: peak_tracker_bytes as u64,
         leak_history_bytes: leak_history_bytes as u64,
         leak_snapshots,
+        otlp: otlp_stats::read(),
     }
 }
 

@@ -5,6 +5,7 @@ pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod leaks;
 pub(crate) mod merge;
+pub(crate) mod otlp;
 pub(crate) mod pprof;
 pub(crate) mod query;
 pub(crate) mod report;

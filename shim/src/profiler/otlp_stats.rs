@@ -1,0 +1,80 @@
+//! What `otlp_push` has done, as counters the pusher thread bumps and [`crate::stats`] reads
+//! ([`OtlpPushStats`]); all zero in a build without the `otlp` feature or without the setting.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The pusher's figures since start ([`crate::Stats::otlp`]). Every profile built is sent,
+/// dropped, or queued (at most one): `profiles = sent + dropped + queued`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OtlpPushStats {
+    /// Profiles (requests) built, one per `otlp_interval`.
+    pub profiles: u64,
+    /// Requests the collector accepted (a 2xx answer).
+    pub sent: u64,
+    /// Attempts that failed: no connection, a timeout, or an answer other than 2xx. At most
+    /// four per profile (one try and three retries).
+    pub failed_attempts: u64,
+    /// Profiles given up: retries exhausted, an answer that retrying cannot change (a 4xx other
+    /// than 429), or replaced by a newer profile before they could be sent.
+    pub dropped: u64,
+    /// Profiles waiting to be sent: 0 or 1 (the queue holds one; a newer replaces it).
+    pub queued: u64,
+    /// Bytes of the queued profile's encoded request (0 when none waits): what a collector that
+    /// does not answer costs the process, at most one profile.
+    pub queued_bytes: u64,
+}
+
+/// The counters. Each is read on its own (the figures are statistics, not a consistent cut).
+pub(crate) struct Counters {
+    pub(crate) profiles: AtomicU64,
+    pub(crate) sent: AtomicU64,
+    pub(crate) failed_attempts: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) queued: AtomicU64,
+    pub(crate) queued_bytes: AtomicU64,
+}
+
+pub(crate) static COUNTERS: Counters = Counters {
+    profiles: AtomicU64::new(0),
+    sent: AtomicU64::new(0),
+    failed_attempts: AtomicU64::new(0),
+    dropped: AtomicU64::new(0),
+    queued: AtomicU64::new(0),
+    queued_bytes: AtomicU64::new(0),
+};
+
+// Bumped by the pusher, which only a build with the `otlp` feature has.
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+impl Counters {
+    /// Adds one to `counter`.
+    pub(crate) fn bump(counter: &AtomicU64) {
+        // Ordering: a statistic read on its own; it publishes nothing.
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets the queue's figures (`bytes`: the queued request's size, `None`: the queue is empty).
+    pub(crate) fn set_queued(&self, bytes: Option<usize>) {
+        // Ordering: statistics, as above.
+        self.queued
+            .store(u64::from(bytes.is_some()), Ordering::Relaxed);
+        // Ordering: as above.
+        self.queued_bytes
+            .store(bytes.unwrap_or(0) as u64, Ordering::Relaxed);
+    }
+}
+
+/// The figures now.
+pub(crate) fn read() -> OtlpPushStats {
+    // Ordering: statistics, each read on its own.
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let c = &COUNTERS;
+    OtlpPushStats {
+        profiles: load(&c.profiles),
+        sent: load(&c.sent),
+        failed_attempts: load(&c.failed_attempts),
+        dropped: load(&c.dropped),
+        queued: load(&c.queued),
+        queued_bytes: load(&c.queued_bytes),
+    }
+}
