@@ -62,6 +62,14 @@ pub enum Error {
         /// The executable files the dump maps (shared libraries aside).
         mapped: Vec<String>,
     },
+    /// [`crate::symbolize::check_debug_dirs`]: a `--debug-dir` that is not a directory that can be
+    /// read.
+    DebugDir {
+        /// The directory given.
+        dir: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// [`crate::binary::split_program`]: the first dump is a program, with no dump after it or
     /// beside `--binary`.
     ProgramAsDump {
@@ -140,6 +148,11 @@ impl fmt::Display for Error {
                 dump.display(),
                 mapped.join(", ")
             ),
+            Error::DebugDir { dir, reason } => write!(
+                f,
+                "--debug-dir {}: {reason} (a directory holding .build-id/xx/rest.debug files)",
+                dir.display()
+            ),
             Error::ProgramAsDump {
                 program,
                 with_binary: false,
@@ -197,6 +210,7 @@ impl std::error::Error for Error {
             | Error::Fetch { .. }
             | Error::NotAProgram { .. }
             | Error::BinaryMatchesNoMapping { .. }
+            | Error::DebugDir { .. }
             | Error::ProgramAsDump { .. }
             | Error::InputList { .. }
             | Error::Series(_)

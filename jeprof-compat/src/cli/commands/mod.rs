@@ -8,3 +8,4 @@ pub(crate) mod merge;
 pub(crate) mod pprof;
 pub(crate) mod query;
 pub(crate) mod report;
+pub(crate) mod symbolize;
