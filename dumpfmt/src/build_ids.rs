@@ -29,7 +29,7 @@ pub struct BuildId {
 /// Whether `id` can be a build id: an even number (at least 2) of lowercase hex digits.
 pub fn is_build_id(id: &str) -> bool {
     id.len() >= 2
-        && id.len() % 2 == 0
+        && id.len().is_multiple_of(2)
         && id
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))

@@ -191,7 +191,7 @@ mod tests {
     use super::*;
 
     /// Each text with the command it follows.
-    const TEXTS: [(&str, &str); 8] = [
+    const TEXTS: [(&str, &str); 9] = [
         ("jeprof-compat", TOP),
         ("report", REPORT),
         ("merge", MERGE),

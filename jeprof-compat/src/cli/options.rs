@@ -63,8 +63,8 @@ impl Common {
                 .map_or(true, |mut w| w.insert(missing.clone()));
             if first {
                 warn(&format!(
-                    "{missing} in --debug-dir {dirs}: its frames are named only by what else \
-                     names them, else stay addresses"
+                    "{missing} in --debug-dir {dirs}; its frames keep what the mapped file \
+                     names, else stay addresses"
                 ));
             }
         };

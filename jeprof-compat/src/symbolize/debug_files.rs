@@ -107,7 +107,7 @@ mod tests {
         assert_eq!(find_debug_file(&dirs, "abcd00"), None);
         assert!(check_debug_dirs(&dirs).is_ok());
         let missing = a.path().join("nothing");
-        let e = check_debug_dirs(&[missing.clone()]).unwrap_err();
+        let e = check_debug_dirs(std::slice::from_ref(&missing)).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with(&format!("--debug-dir {}: ", missing.display())),
