@@ -62,6 +62,21 @@ pub enum Error {
         /// The executable files the dump maps (shared libraries aside).
         mapped: Vec<String>,
     },
+    /// [`crate::binary::check_binary_matches`]: the dump records a build id for the mapping
+    /// `--binary` stands for, and `--binary` has another: it is another build, whose addresses
+    /// would name the wrong functions.
+    BinaryBuildIdMismatch {
+        /// The path given.
+        binary: PathBuf,
+        /// Its build id.
+        actual: String,
+        /// The dump.
+        dump: PathBuf,
+        /// The mapped file `--binary` stands for.
+        mapped: String,
+        /// The build id the dump records for it.
+        recorded: String,
+    },
     /// [`crate::symbolize::check_debug_dirs`]: a `--debug-dir` that is not a directory that can be
     /// read.
     DebugDir {
@@ -148,6 +163,20 @@ impl fmt::Display for Error {
                 dump.display(),
                 mapped.join(", ")
             ),
+            Error::BinaryBuildIdMismatch {
+                binary,
+                actual,
+                dump,
+                mapped,
+                recorded,
+            } => write!(
+                f,
+                "--binary {}: its build id {actual} is not the one {} records for {mapped} \
+                 ({recorded}); give the program that wrote the dump, or its debug file through \
+                 --debug-dir",
+                binary.display(),
+                dump.display()
+            ),
             Error::DebugDir { dir, reason } => write!(
                 f,
                 "--debug-dir {}: {reason} (a directory holding .build-id/xx/rest.debug files)",
@@ -211,6 +240,7 @@ impl std::error::Error for Error {
             | Error::NotAProgram { .. }
             | Error::BinaryMatchesNoMapping { .. }
             | Error::DebugDir { .. }
+            | Error::BinaryBuildIdMismatch { .. }
             | Error::ProgramAsDump { .. }
             | Error::InputList { .. }
             | Error::Series(_)

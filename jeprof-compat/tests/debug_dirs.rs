@@ -298,3 +298,30 @@ fn bad_symbolize_arguments_exit_2_saying_what_is_wrong() {
     let report = common::run(&["report", "--debug-dir", &dump, &dump]);
     assert_eq!(report.status.code(), Some(2));
 }
+
+#[test]
+fn a_binary_of_another_build_than_the_dump_records_exits_2() {
+    let s = Scratch::new();
+    let other = "00112233445566778899aabbccddeeff00112233";
+    let dump = s.dump("other.heap", |t| {
+        with_build_id(t, other, "/opt/app/prog_pie")
+    });
+    let program = common::fixtures().join("prog_pie");
+    let run = common::run(&["report", "--binary", path(&program), &dump]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "its build id {BUILD_ID} is not the one {dump} records for /opt/app/prog_pie ({other})"
+        )),
+        "{stderr}"
+    );
+    // The same program for a dump recording its own build id is taken.
+    let same = s.dump("same.heap", |t| {
+        with_build_id(t, BUILD_ID, "/opt/app/prog_pie")
+    });
+    assert_eq!(
+        common::run_ok(&["report", "--show_bytes", "--binary", path(&program), &same]),
+        unstripped_report(&[])
+    );
+}
