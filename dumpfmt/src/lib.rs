@@ -62,7 +62,8 @@
 //! - [`error`], [`math`] (the estimator), [`syntax`] (the heap_v2 grammar), [`frames`] and
 //!   [`maps`] use no other module.
 //! - [`encode`] (the integer encoding jeprof reads back) uses math; [`labels`] uses error and
-//!   syntax; [`output`] (atomic files) uses error.
+//!   syntax; [`output`] (atomic files) uses error; [`build_ids`] (the mapped files' build ids a
+//!   dump carries) uses none.
 //! - [`model`], the one profile, uses error, math and labels (to validate them).
 //! - [`allocator`] (the allocator's figures beside a profile, and their reading) uses error and
 //!   model.
@@ -75,6 +76,7 @@
 #![warn(missing_docs)]
 
 pub mod allocator;
+pub mod build_ids;
 pub mod encode;
 pub mod error;
 pub mod frames;

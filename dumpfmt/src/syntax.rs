@@ -20,6 +20,7 @@
 //! # writer: jeprof-dumpfmt                 ours: this dump ends with `# end of dump`
 //! # sample_period: <R>                     ours: the sampling period, when the header has another
 //! # <key>: <value>                         annotations
+//! # build_id: <hex> <path>                 ours: a mapped file's GNU build id (crate::build_ids)
 //! # label <key> <value>                    labels (crate::labels), the value verbatim to the end
 //! @ 0x<leaf> 0x<caller> ...                a stack entry, innermost frame first
 //!   t*: <n>: <s> [<n>: <s>]                its counts: in use, then accumulated

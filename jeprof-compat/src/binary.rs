@@ -9,10 +9,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use jeprof_dumpfmt::build_ids;
 use jeprof_dumpfmt::Profile;
 
 use crate::error::Error;
 use crate::input::MemoryMap;
+use crate::symbolize::debug_files::read_build_id;
 use crate::symbolize::{is_shared_library, same_file_name};
 
 /// Whether the file at `path` starts as an executable or shared object does (ELF, Mach-O, PE):
@@ -60,7 +62,8 @@ pub fn check_binary_file(binary: Option<&Path>) -> Result<(), Error> {
 /// program, which jeprof does not read from the map), one of them must have `binary`'s file
 /// name. A dump with a symbol section needs no program; a map naming no program leaves `binary`
 /// as jeprof's catch-all for the addresses outside every mapping (a non-PIE program's dump
-/// without a map). `None` passes.
+/// without a map). Where the dump records a build id for the mapping `binary` stands for,
+/// `binary` must have it. `None` passes.
 pub fn check_binary_matches(
     profile: &Profile,
     dump: &Path,
@@ -84,13 +87,33 @@ pub fn check_binary_matches(
         }
     }
     if programs.is_empty() || programs.iter().any(|p| same_file_name(binary, p)) {
-        return Ok(());
+        return check_build_id(profile, dump, binary);
     }
     Err(Error::BinaryMatchesNoMapping {
         binary: binary.to_path_buf(),
         dump: dump.to_path_buf(),
         mapped: programs.iter().map(|p| p.to_string()).collect(),
     })
+}
+
+/// Checks that `binary` has the build id the dump records for the mapping it stands for
+/// (jeprof-shim's `# build_id:` lines), when both are known: another build would name the wrong
+/// functions at the dump's addresses.
+fn check_build_id(profile: &Profile, dump: &Path, binary: &Path) -> Result<(), Error> {
+    let ids = build_ids::from_annotations(&profile.annotations);
+    let Some(recorded) = ids.iter().find(|b| same_file_name(binary, &b.path)) else {
+        return Ok(());
+    };
+    match read_build_id(binary) {
+        Some(actual) if actual != recorded.id => Err(Error::BinaryBuildIdMismatch {
+            binary: binary.to_path_buf(),
+            actual,
+            dump: dump.to_path_buf(),
+            mapped: recorded.path.clone(),
+            recorded: recorded.id.clone(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// jeprof's `[PROGRAM] DUMP...`: when the first of `paths` is a program (an object file) and

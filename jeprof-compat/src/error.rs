@@ -62,6 +62,29 @@ pub enum Error {
         /// The executable files the dump maps (shared libraries aside).
         mapped: Vec<String>,
     },
+    /// [`crate::binary::check_binary_matches`]: the dump records a build id for the mapping
+    /// `--binary` stands for, and `--binary` has another: it is another build, whose addresses
+    /// would name the wrong functions.
+    BinaryBuildIdMismatch {
+        /// The path given.
+        binary: PathBuf,
+        /// Its build id.
+        actual: String,
+        /// The dump.
+        dump: PathBuf,
+        /// The mapped file `--binary` stands for.
+        mapped: String,
+        /// The build id the dump records for it.
+        recorded: String,
+    },
+    /// [`crate::symbolize::check_debug_dirs`]: a `--debug-dir` that is not a directory that can be
+    /// read.
+    DebugDir {
+        /// The directory given.
+        dir: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// [`crate::binary::split_program`]: the first dump is a program, with no dump after it or
     /// beside `--binary`.
     ProgramAsDump {
@@ -140,6 +163,25 @@ impl fmt::Display for Error {
                 dump.display(),
                 mapped.join(", ")
             ),
+            Error::BinaryBuildIdMismatch {
+                binary,
+                actual,
+                dump,
+                mapped,
+                recorded,
+            } => write!(
+                f,
+                "--binary {}: its build id {actual} is not the one {} records for {mapped} \
+                 ({recorded}); give the program that wrote the dump, or its debug file through \
+                 --debug-dir",
+                binary.display(),
+                dump.display()
+            ),
+            Error::DebugDir { dir, reason } => write!(
+                f,
+                "--debug-dir {}: {reason} (a directory holding .build-id/xx/rest.debug files)",
+                dir.display()
+            ),
             Error::ProgramAsDump {
                 program,
                 with_binary: false,
@@ -197,6 +239,8 @@ impl std::error::Error for Error {
             | Error::Fetch { .. }
             | Error::NotAProgram { .. }
             | Error::BinaryMatchesNoMapping { .. }
+            | Error::DebugDir { .. }
+            | Error::BinaryBuildIdMismatch { .. }
             | Error::ProgramAsDump { .. }
             | Error::InputList { .. }
             | Error::Series(_)

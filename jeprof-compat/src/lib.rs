@@ -17,12 +17,14 @@
 //!   [`read_dump`], [`read_dump_stacks`] (one stack at a time), [`parse_all`], and a dump's memory
 //!   map, parsed once.
 //! - [`symbolize`] (hash, names, input): names for a dump's addresses (its symbol section, else the
-//!   binaries its memory map names), through one translation engine that names each distinct
+//!   binaries its memory map names, or their debug files by build id), through one translation engine that names each distinct
 //!   address of a dump once, which [`resolve`], the merge and the text report all take.
 //! - [`binary`] (input, symbolize): `--binary` checked against the dumps, and jeprof's
 //!   `PROGRAM DUMP...` form.
 //! - [`load`](mod@load) (input, symbolize, binary): whole dumps read and resolved ([`load()`],
 //!   [`load_all`], [`load_bytes`]).
+//! - [`symbolized`] (input, symbolize, binary): a raw dump given the symbol section of what
+//!   names its frames (`symbolize`: debug files by build id, `--binary`, the mapped libraries).
 //! - [`report`] (hash, names, attribution, input, symbolize, binary, load): jeprof's `--text`
 //!   report with the same numbers as the Perl script (same per-entry unbiasing, allocator frames
 //!   removed the same way, recursion counted once per stack, same sort and formatting;
@@ -120,6 +122,7 @@ pub mod symbolize;
 
 pub mod binary;
 pub mod load;
+pub mod symbolized;
 
 pub mod report;
 pub mod views;

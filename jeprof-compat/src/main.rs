@@ -27,6 +27,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Diff(args) => commands::diff::run(args),
         Command::Leaks(args) => commands::leaks::run(args),
         Command::Export(args) => commands::export::run(args),
+        Command::Symbolize(args) => commands::symbolize::run(args),
         Command::Query(args) => commands::query::run(args),
     }
 }

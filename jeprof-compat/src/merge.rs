@@ -510,6 +510,7 @@ impl Accumulator {
                 .collect(),
             mappings: Vec::new(),
             labels: Vec::new(),
+            build_ids: Vec::new(),
         }
     }
 

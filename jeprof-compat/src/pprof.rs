@@ -19,7 +19,8 @@
 //!   `<&dyn Fn<()> as FnOnce<()>>::call_once` down to `::call_once`) a function whose system name
 //!   is its name. `filename` and each line's number where the symbol section or the binary's
 //!   DWARF knows them ([`Frame::lines`]); `start_line` is not known.
-//! - Mappings with the mapped file's GNU build id where the file can be read here, claiming
+//! - Mappings with the mapped file's GNU build id, the one the dump carries (jeprof-shim's) or
+//!   else the file's where it can be read here, claiming
 //!   functions, file names and line numbers only where every location in them has them, so pprof
 //!   re-symbolizes only what we could not.
 
@@ -35,6 +36,7 @@ use crate::input::ReadPolicy;
 use crate::load::load_all;
 use crate::names::SkipRules;
 use crate::report::{allocator_names_inlined, interesting_frames};
+use crate::symbolize::debug_files::read_build_id;
 use crate::symbolize::{same_file_name, Frame, ResolvedProfile};
 
 /// How [`build_with`] removes frames, charges flat and finds build ids.
@@ -252,7 +254,10 @@ impl StackEncoder<'_> {
                     limit: m.end,
                     offset: m.offset,
                     file: m.path.clone(),
-                    build_id: build_ids.of(&m.path),
+                    build_id: match self.profile.build_ids.iter().find(|b| b.path == m.path) {
+                        Some(b) => b.id.clone(),
+                        None => build_ids.of(&m.path),
+                    },
                 })
             }),
             None => 0,
@@ -285,13 +290,4 @@ impl BuildIds<'_> {
             })
             .clone()
     }
-}
-
-/// The GNU build id of the object file at `path`, in lowercase hex as pprof and `file` print it.
-fn read_build_id(path: &Path) -> Option<String> {
-    use object::Object;
-    let data = std::fs::read(path).ok()?;
-    let file = object::File::parse(&*data).ok()?;
-    let id = file.build_id().ok()??;
-    Some(id.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -69,6 +69,7 @@ fn raw_dumps_named_by_their_program_fold_as_resolve_then_add() {
             let options = SymbolizeOptions {
                 binary: Some(fixtures.join(program)),
                 style,
+                ..SymbolizeOptions::default()
             };
             fast_path_agrees(&profile, &options);
             let mut fast = Accumulator::new();

@@ -111,6 +111,7 @@ fn option_grid() -> Vec<(SymbolizeOptions, ReportOptions)> {
                         } else {
                             NameStyle::Clean
                         },
+                        ..SymbolizeOptions::default()
                     };
                     let options = ReportOptions {
                         measure,

@@ -43,6 +43,10 @@ pub(crate) enum Command {
     /// Leak suspects in one process's series of dumps: the sites still growing, with their rates.
     #[command(after_help = help::LEAKS)]
     Leaks(LeaksArgs),
+    /// Write a raw dump with the names of its frames (a symbol section jeprof reads), from debug
+    /// files found by build id, the program, or the mapped libraries.
+    #[command(after_help = help::SYMBOLIZE)]
+    Symbolize(SymbolizeArgs),
     /// Write the dumps as rows of unbiased figures (Parquet, schema v1) for any SQL engine.
     #[command(after_help = help::EXPORT)]
     Export(ExportArgs),
@@ -60,6 +64,12 @@ pub(crate) struct Common {
     /// Program that wrote raw (unsymbolized) dumps; mapped libraries are read from their own paths.
     #[arg(long, value_name = "PATH")]
     pub(crate) binary: Option<PathBuf>,
+    /// A directory of debug files by GNU build id (`DIR/.build-id/ab/cdef....debug`, as debuginfod
+    /// and the distributions keep them; repeat for several, looked in in order). A mapping whose
+    /// build id (from the dump, else from the mapped file or --binary) has a debug file there is
+    /// named from it; one that has none is named in a warning and keeps what else names it.
+    #[arg(long = "debug-dir", alias = "debug_dir", value_name = "DIR")]
+    pub(crate) debug_dirs: Vec<PathBuf>,
     /// Shorten names exactly as jeprof does (strips `<...>` and `(...)`, garbling Rust names).
     #[arg(long = "jeprof_names", alias = "jeprof-names")]
     pub(crate) jeprof_names: bool,
@@ -305,6 +315,18 @@ pub(crate) struct PprofArgs {
     /// several); a dump's `# label` lines are labels too.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub(crate) labels: Vec<String>,
+    #[command(flatten)]
+    pub(crate) common: Common,
+}
+
+#[derive(Args)]
+pub(crate) struct SymbolizeArgs {
+    /// The dump to symbolize (jeprof's `PROGRAM DUMP` form takes the program first).
+    #[arg(required = true, value_name = "DUMP")]
+    pub(crate) dumps: Vec<PathBuf>,
+    /// Where to write the symbolized dump (heap_v2 with a symbol section).
+    #[arg(short, long, value_name = "OUT")]
+    pub(crate) output: PathBuf,
     #[command(flatten)]
     pub(crate) common: Common,
 }

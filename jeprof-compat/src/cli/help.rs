@@ -21,6 +21,8 @@ Examples:
   # unbias, then sum; jeprof reads fleet.heap
   jeprof-compat merge -o fleet.heap replica-*.heap
   jeprof-compat pprof -o app.pb.gz app.heap && go tool pprof -top app.pb.gz
+  # names from debug files kept by build id, written into the dump
+  jeprof-compat symbolize -o app.sym.heap --debug-dir /srv/debug app.heap
   # what grew, and is it more than noise?
   jeprof-compat diff before.heap after.heap
   # which sites are still growing, over a series of dumps?
@@ -113,6 +115,23 @@ unknown_service:<program>), host.name, process.pid, process.executable.name, \
 process.executable.build_id.gnu, other labels under their own keys; a mapping's build id is its \
 process.executable.build_id.gnu attribute. On any error no output file is written.";
 
+/// `jeprof-compat symbolize --help`.
+pub(crate) const SYMBOLIZE: &str = "\
+Examples:
+  # a raw dump, named from debug files kept by build id; jeprof reads the result
+  jeprof-compat symbolize -o app.sym.heap --debug-dir /srv/debug app.heap
+  jeprof --text app.sym.heap
+  # the program at hand instead
+  jeprof-compat symbolize -o app.sym.heap --binary ./app app.heap
+
+Each mapping's build id comes from the dump (jeprof-shim writes `# build_id:` lines), else from the \
+mapped file or --binary where they are at hand (jemalloc's raw dumps carry none); its debug file is \
+DIR/.build-id/<first 2 hex digits>/<the rest>.debug. A mapping holding frames whose debug file is in no \
+--debug-dir is named in a warning (path and build id), and its frames keep what else names them (the \
+mapped library, --binary) or stay addresses, as jeprof leaves what it cannot name; the exit status \
+stays 0. A dump that already has symbols is written as read. report, pprof, export, merge, diff and \
+leaks take --debug-dir too.";
+
 /// `jeprof-compat diff --help`.
 pub(crate) const DIFF: &str = "\
 Example:
@@ -195,6 +214,7 @@ mod tests {
         ("merge", MERGE),
         ("pprof", PPROF),
         ("otlp", OTLP),
+        ("symbolize", SYMBOLIZE),
         ("diff", DIFF),
         ("leaks", LEAKS),
         ("export", EXPORT),

@@ -3,7 +3,9 @@
 //! labels and thread counts. Invalid values (a regex that does not compile, a bad label) fail here,
 //! before any dump is read.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,7 +14,7 @@ use jeprof_compat::input::ReadPolicy;
 use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{Measure, ReportOptions};
-use jeprof_compat::symbolize::SymbolizeOptions;
+use jeprof_compat::symbolize::{check_debug_dirs, MissingDebugFile, OnMissing, SymbolizeOptions};
 use jeprof_compat::views::filters::StackFilters;
 use jeprof_compat::views::remote;
 use jeprof_compat::{binary, export, pprof};
@@ -43,15 +45,39 @@ impl Common {
         Ok(())
     }
 
-    pub(crate) fn symbolize(&self) -> SymbolizeOptions {
-        SymbolizeOptions {
+    /// How frames are named: `--binary`, `--debug-dir` (each checked to be a directory), the
+    /// name style; a mapping whose debug file is missing is named in a warning, once per
+    /// mapping and build id whatever the number of dumps.
+    pub(crate) fn symbolize(&self) -> anyhow::Result<SymbolizeOptions> {
+        check_debug_dirs(&self.debug_dirs)?;
+        let warned: Mutex<HashSet<MissingDebugFile>> = Mutex::new(HashSet::new());
+        let dirs: Vec<String> = self
+            .debug_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        let dirs = dirs.join(", ");
+        let on_missing = move |missing: &MissingDebugFile| {
+            let first = warned
+                .lock()
+                .map_or(true, |mut w| w.insert(missing.clone()));
+            if first {
+                warn(&format!(
+                    "{missing} in --debug-dir {dirs}; its frames keep what the mapped file \
+                     names, else stay addresses"
+                ));
+            }
+        };
+        Ok(SymbolizeOptions {
             binary: self.binary.clone(),
             style: if self.jeprof_names {
                 NameStyle::Jeprof
             } else {
                 NameStyle::Clean
             },
-        }
+            debug_dirs: self.debug_dirs.clone(),
+            on_missing: Some(OnMissing(Arc::new(on_missing))),
+        })
     }
 
     /// How dumps are read: a truncated dump is an error, or (`--allow-truncated`) read up to its
@@ -199,7 +225,7 @@ impl ExportArgs {
 
     pub(crate) fn export_options(&self) -> anyhow::Result<export::ExportOptions> {
         Ok(export::ExportOptions {
-            symbolize: self.common.symbolize(),
+            symbolize: self.common.symbolize()?,
             rows: export::RowOptions {
                 skip: self.common.skip(),
                 per_thread: self.per_thread,

@@ -19,7 +19,7 @@ use crate::cli::output::{emit, warn, PERL_OVERFLOW};
 /// dump, labelled), then the view of each.
 pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow::Result<()> {
     let views = &args.views;
-    let symbolize: SymbolizeOptions = args.common.symbolize();
+    let symbolize: SymbolizeOptions = args.common.symbolize()?;
     let policy: ReadPolicy<'static> = args.common.read_policy();
     let timeout = views.timeout();
     // A dump, or a process's profile fetched as jeprof fetches it (symbolized through the

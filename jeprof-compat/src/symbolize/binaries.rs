@@ -1,13 +1,16 @@
 //! Names from the program and the shared libraries a raw dump's memory map names (DWARF with
 //! inlined frames, then the symbol table, through `addr2line`), PIE-aware: jeprof's `nm` and
-//! `addr2line` runs, read in-process.
+//! `addr2line` runs, read in-process; and from debug files found by build id (`--debug-dir`,
+//! [`super::debug_files`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use jeprof_dumpfmt::build_ids::{self, BuildId};
 use jeprof_dumpfmt::maps::{self, Mapping};
 use jeprof_dumpfmt::SourceLine;
 
+use super::debug_files::{find_debug_file, read_build_id, MissingDebugFile, OnMissing};
 use crate::names::{self, NameStyle};
 
 /// How to find names for raw dumps.
@@ -17,22 +20,52 @@ pub struct SymbolizeOptions {
     pub binary: Option<PathBuf>,
     /// How names are shown.
     pub style: NameStyle,
+    /// Directories of debug files by build id (`--debug-dir`, each holding
+    /// `.build-id/xx/rest.debug`), looked in in order. A mapping whose build id has a debug file
+    /// there is named from it (DWARF and symbols), whatever else names it.
+    pub debug_dirs: Vec<PathBuf>,
+    /// Told of each mapping holding frames whose build id has no debug file in `debug_dirs`
+    /// (only when some are given).
+    pub on_missing: Option<OnMissing>,
 }
 
 /// The binaries of one raw dump, each opened on first use: what names its addresses.
 pub(crate) struct Binaries<'a> {
     options: &'a SymbolizeOptions,
     mappings: &'a [Mapping],
+    /// The build ids the dump carries (jeprof-shim's `# build_id:` lines).
+    dump_ids: Vec<BuildId>,
     /// Loaded object files by path (`None`: could not be read).
     objects: HashMap<PathBuf, Option<ObjectFile>>,
+    /// Each mapped file's debug file (`None`: none found), looked for once.
+    debug_files: HashMap<String, Option<PathBuf>>,
+    /// `--binary`'s debug file, for the addresses outside every mapping.
+    binary_debug_file: Option<Option<PathBuf>>,
+    /// The mappings holding frames whose build id has no debug file, in the order met.
+    missing: Vec<MissingDebugFile>,
 }
 
 impl<'a> Binaries<'a> {
-    pub(crate) fn new(options: &'a SymbolizeOptions, mappings: &'a [Mapping]) -> Binaries<'a> {
+    /// The binaries of a dump with memory map `mappings` and annotations `annotations` (where
+    /// its build ids are).
+    pub(crate) fn new(
+        options: &'a SymbolizeOptions,
+        mappings: &'a [Mapping],
+        annotations: &[(String, String)],
+    ) -> Binaries<'a> {
+        let dump_ids = if options.debug_dirs.is_empty() {
+            Vec::new()
+        } else {
+            build_ids::from_annotations(annotations)
+        };
         Binaries {
             options,
             mappings,
+            dump_ids,
             objects: HashMap::new(),
+            debug_files: HashMap::new(),
+            binary_debug_file: None,
+            missing: Vec::new(),
         }
     }
 
@@ -40,44 +73,49 @@ impl<'a> Binaries<'a> {
     /// ([`ObjectFile::names_at`]), or, when nothing names it, whether jeprof prints it with `0x`
     /// ([`super::unnamed`]).
     ///
-    /// An address inside an executable mapping is looked up in that mapping's file (`--binary`
-    /// stands in for the mapping whose file name matches it, so a program copied elsewhere still
-    /// resolves); an address outside every mapping is looked up in `--binary` as is (jeprof's
-    /// catch-all, right for non-PIE programs).
+    /// An address inside an executable mapping whose build id has a debug file (`--debug-dir`)
+    /// is looked up there. Otherwise it is looked up in that mapping's file (`--binary` stands
+    /// in for the mapping whose file name matches it, so a program copied elsewhere still
+    /// resolves); an address outside every mapping is looked up in `--binary` (or its debug
+    /// file) as is (jeprof's catch-all, right for non-PIE programs).
     pub(crate) fn names_at(
         &mut self,
         key: u64,
     ) -> Result<(Vec<String>, Vec<Option<SourceLine>>), bool> {
         // jeprof prints `0x<key>` when it ran its tools on a program (every address falls in its
-        // catch-all entry for the program), the bare key when there was nothing to look in.
-        let has_binary = self.options.binary.is_some();
+        // catch-all entry for the program), the bare key when there was nothing to look in;
+        // debug directories are looked in as a program would be.
+        let options = self.options;
+        let has_binary = options.binary.is_some() || !options.debug_dirs.is_empty();
         let unknown = || Err(has_binary);
-        let (path, file_offset) = match maps::find(self.mappings, key) {
-            Some(m)
-                if m.is_file()
-                    && self
-                        .options
-                        .binary
-                        .as_deref()
-                        .is_some_and(|b| same_file_name(b, &m.path)) =>
-            {
-                let binary = self.options.binary.clone().unwrap_or_default();
+        let mapping = maps::find(self.mappings, key).filter(|m| m.is_file());
+        if let Some(m) = mapping {
+            if let Some(debug) = self.debug_file(m) {
+                let mappings = self.mappings;
+                let Some(object) = self.object(&debug) else {
+                    return Err(true);
+                };
+                return object
+                    .probe_in_mapping(mappings, m, key)
+                    .and_then(|p| object.names_at(p))
+                    .ok_or(true);
+            }
+        }
+        let (path, file_offset) = match mapping {
+            Some(m) if self.stand_in(m).is_some() => {
+                let binary = options.binary.clone().unwrap_or_default();
                 (binary, Some(m.file_offset(key)))
             }
             // jeprof reads only shared libraries from the map (and the program it is given).
             Some(m) if is_shared_library(&m.path) => {
                 (PathBuf::from(&m.path), Some(m.file_offset(key)))
             }
-            _ => match &self.options.binary {
-                Some(b) => (b.clone(), None),
+            _ => match &options.binary {
+                Some(b) => (self.binary_debug_file().unwrap_or_else(|| b.clone()), None),
                 None => return unknown(),
             },
         };
-        let object = self
-            .objects
-            .entry(path.clone())
-            .or_insert_with(|| ObjectFile::open(&path));
-        let Some(object) = object else {
+        let Some(object) = self.object(&path) else {
             return unknown();
         };
         let probe = match file_offset {
@@ -85,6 +123,67 @@ impl<'a> Binaries<'a> {
             None => Some(key),
         };
         probe.and_then(|p| object.names_at(p)).ok_or(true)
+    }
+
+    /// The mappings holding frames whose build id had no debug file, each once.
+    pub(crate) fn into_missing(self) -> Vec<MissingDebugFile> {
+        self.missing
+    }
+
+    fn object(&mut self, path: &Path) -> Option<&ObjectFile> {
+        self.objects
+            .entry(path.to_path_buf())
+            .or_insert_with(|| ObjectFile::open(path))
+            .as_ref()
+    }
+
+    /// `--binary` when it stands for mapping `m` (its file name).
+    fn stand_in(&self, m: &Mapping) -> Option<&'a Path> {
+        self.options
+            .binary
+            .as_deref()
+            .filter(|b| same_file_name(b, &m.path))
+    }
+
+    /// The debug file of mapping `m` (by path, looked for once): by the build id the dump gives
+    /// the path, else the one of the file standing for it (`--binary`, else the file at the
+    /// mapped path, when there). A build id without a debug file is noted as missing.
+    fn debug_file(&mut self, m: &Mapping) -> Option<PathBuf> {
+        if self.options.debug_dirs.is_empty() {
+            return None;
+        }
+        if let Some(found) = self.debug_files.get(&m.path) {
+            return found.clone();
+        }
+        let id = match self.dump_ids.iter().find(|b| b.path == m.path) {
+            Some(b) => Some(b.id.clone()),
+            None => read_build_id(self.stand_in(m).unwrap_or(Path::new(&m.path))),
+        };
+        let found = id
+            .as_deref()
+            .and_then(|id| find_debug_file(&self.options.debug_dirs, id));
+        if let (Some(id), None) = (id, &found) {
+            self.missing.push(MissingDebugFile {
+                path: m.path.clone(),
+                build_id: id,
+            });
+        }
+        self.debug_files.insert(m.path.clone(), found.clone());
+        found
+    }
+
+    /// `--binary`'s debug file, by its build id (looked for once).
+    fn binary_debug_file(&mut self) -> Option<PathBuf> {
+        let options = self.options;
+        self.binary_debug_file
+            .get_or_insert_with(|| {
+                let binary = options.binary.as_deref()?;
+                if options.debug_dirs.is_empty() {
+                    return None;
+                }
+                find_debug_file(&options.debug_dirs, &read_build_id(binary)?)
+            })
+            .clone()
     }
 }
 
@@ -112,38 +211,66 @@ pub(crate) fn same_file_name(binary: &Path, mapped: &str) -> bool {
         == Path::new(mapped).file_name().and_then(|n| n.to_str())
 }
 
-/// An object file opened for symbolization.
+/// An object file opened for symbolization: a program, a library, or a debug file.
 struct ObjectFile {
     loader: addr2line::Loader,
     /// `(file offset, file size, virtual address)` of each loadable segment.
     segments: Vec<(u64, u64, u64)>,
+    /// The lowest virtual address of a loadable segment: the one at file offset 0.
+    first_load: Option<u64>,
     /// `(virtual address, size)` of each executable section: only addresses inside one are looked
     /// up, or the symbol table would name a far-away address after the last symbol before it.
     code: Vec<(u64, u64)>,
 }
 
 impl ObjectFile {
+    /// Opens the object file at `path`; its headers are read, its sections mapped by
+    /// `addr2line` and read as lookups need them.
     fn open(path: &Path) -> Option<ObjectFile> {
-        use object::{Object, ObjectSection, ObjectSegment, SectionKind};
-        let data = std::fs::read(path).ok()?;
-        let file = object::File::parse(&*data).ok()?;
-        let segments = file
+        use object::{Object, ObjectSection, ObjectSegment, SectionFlags, SectionKind};
+        let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+        let file = object::File::parse(&cache).ok()?;
+        let segments: Vec<(u64, u64, u64)> = file
             .segments()
             .map(|s| {
                 let (off, size) = s.file_range();
                 (off, size, s.address())
             })
             .collect();
+        let first_load = segments.iter().map(|&(_, _, vaddr)| vaddr).min();
+        // A debug file's code sections hold no bytes (`SHT_NOBITS`), but keep their addresses
+        // and their executable flag.
+        let executable = |flags: SectionFlags| match flags {
+            SectionFlags::Elf { sh_flags, .. } => sh_flags.0 & object::elf::SHF_EXECINSTR.0 != 0,
+            _ => false,
+        };
         let code = file
             .sections()
-            .filter(|s| s.kind() == SectionKind::Text)
+            .filter(|s| s.kind() == SectionKind::Text || executable(s.flags()))
             .map(|s| (s.address(), s.size()))
             .collect();
         let loader = addr2line::Loader::new(path).ok()?;
         Some(ObjectFile {
             loader,
             segments,
+            first_load,
             code,
+        })
+    }
+
+    /// The address in this object of `key`, inside mapping `m` of a process whose memory map is
+    /// `mappings`: through the segment holding `m`'s file offset where this file has the
+    /// segments' bytes; else (a debug file: `objcopy --only-keep-debug` keeps each segment's
+    /// address but not its bytes) by the load bias, the start of the mapping of the same file at
+    /// offset 0 less the lowest segment address (the first segment starts at file offset 0, so
+    /// that mapping is its start): `key − bias`.
+    fn probe_in_mapping(&self, mappings: &[Mapping], m: &Mapping, key: u64) -> Option<u64> {
+        self.vaddr_of_file_offset(m.file_offset(key)).or_else(|| {
+            let first = mappings
+                .iter()
+                .find(|x| x.path == m.path && x.offset == 0)?;
+            let bias = first.start.checked_sub(self.first_load?)?;
+            key.checked_sub(bias)
         })
     }
 

@@ -280,8 +280,8 @@ pub(crate) fn name_keys<'p>(
 ) -> Vec<u32> {
     let Some(symbols) = &profile.symbols else {
         index.forget_lookup();
-        let mut binaries = Binaries::new(options, map.mappings());
-        return index
+        let mut binaries = Binaries::new(options, map.mappings(), &profile.annotations);
+        let ids = index
             .keys
             .iter()
             .map(|&key| match binaries.names_at(key) {
@@ -300,6 +300,12 @@ pub(crate) fn name_keys<'p>(
                 Err(prefixed) => names.unnamed(key, prefixed),
             })
             .collect();
+        if let Some(on_missing) = &options.on_missing {
+            for missing in binaries.into_missing() {
+                (on_missing.0)(&missing);
+            }
+        }
+        return ids;
     };
     const UNNAMED: u32 = u32::MAX;
     let mut ids = vec![UNNAMED; index.keys.len()];

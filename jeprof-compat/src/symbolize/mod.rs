@@ -6,20 +6,24 @@
 //! minus one) and, when its mapping is known, `(module, file offset)`, which stays the same across
 //! processes of one build whatever ASLR did.
 //!
-//! Layers, bottom to top: `binaries` (what a raw dump's program and libraries name), `keys`
+//! Layers, bottom to top: [`debug_files`] (debug files by build id, `--debug-dir`, and the build
+//! ids of object files), `binaries` (what a raw dump's program, libraries and debug files name), `keys`
 //! (the translation engine: each distinct key of a dump named once, the pass [`resolve`], the
 //! merge and the text report share), and here [`resolve`], which gives every key a [`Frame`].
 
 mod binaries;
+pub mod debug_files;
 pub(crate) mod keys;
 
 use std::sync::Arc;
 
+use jeprof_dumpfmt::build_ids::{self, BuildId};
 use jeprof_dumpfmt::maps::Mapping;
 use jeprof_dumpfmt::{Counts, Profile, SourceLine};
 
 pub use binaries::SymbolizeOptions;
 pub(crate) use binaries::{is_shared_library, same_file_name};
+pub use debug_files::{check_debug_dirs, MissingDebugFile, OnMissing};
 
 use crate::hash::FastMap;
 use crate::input::MemoryMap;
@@ -119,6 +123,9 @@ pub struct ResolvedProfile {
     pub mappings: Vec<Mapping>,
     /// The dump's labels ([`Profile::labels`]); none for a merge of several dumps.
     pub labels: Vec<(String, String)>,
+    /// The build ids of its mapped files that the dump carries
+    /// ([`jeprof_dumpfmt::build_ids`]); none for a merge of several dumps.
+    pub build_ids: Vec<BuildId>,
 }
 
 /// Resolves every frame of `profile`.
@@ -165,6 +172,7 @@ pub fn resolve(mut profile: Profile, source: &str, options: &SymbolizeOptions) -
         stacks,
         mappings: map.into_mappings(),
         labels,
+        build_ids: build_ids::from_annotations(&profile.annotations),
     }
 }
 

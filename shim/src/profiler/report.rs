@@ -13,6 +13,7 @@ use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
+use crate::parts::build_ids;
 use crate::parts::capture::{current_unwinder, Unwinder};
 use crate::parts::live_samples::{self, LiveSample};
 pub(crate) use crate::parts::stacks::frames_for_dump;
@@ -214,6 +215,14 @@ pub(crate) fn snapshot_of(
         ),
     ];
     profile.annotations.extend(figures.to_annotations());
+    // Each loaded object's build id, named as the memory map above names it: what finds its debug
+    // information when the dump is symbolized later (`jeprof-compat symbolize --debug-dir`).
+    let maps = jeprof_dumpfmt::maps::parse_maps(profile.mapped_libraries.as_deref().unwrap_or(""));
+    profile
+        .annotations
+        .extend(jeprof_dumpfmt::build_ids::to_annotations(
+            &build_ids::named(&maps),
+        ));
     profile.labels = super::pprof::dump_labels(std::time::SystemTime::now());
     let cost = symbolize_now.then(|| add_symbols(&mut profile));
     (profile, cost)

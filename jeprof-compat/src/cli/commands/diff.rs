@@ -8,7 +8,7 @@ use crate::cli::output::{emit_with, warn, PERL_OVERFLOW};
 
 pub(crate) fn run(args: DiffArgs) -> anyhow::Result<()> {
     let options = report_options(&args.view, &args.common, &args.attribution, true)?;
-    let sym = args.common.symbolize();
+    let sym = args.common.symbolize()?;
     let policy = args.common.read_policy();
     // Read one stack at a time, one dump after the other, into figures per function.
     let diff = diff::compare_files(&args.base, &args.new, args.cum, &sym, &options, &policy)?;

@@ -14,7 +14,7 @@ pub(crate) fn run(args: MergeArgs) -> anyhow::Result<()> {
     let progress = Progress::counted(|| Ok(merge::count(&inputs)?))?;
     let acc = merge::merge_stream(
         merge::expand(inputs),
-        &args.common.symbolize(),
+        &args.common.symbolize()?,
         &args.common.read_policy(),
         jobs,
         &|| progress.tick(),

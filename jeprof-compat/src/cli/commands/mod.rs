@@ -9,3 +9,4 @@ pub(crate) mod otlp;
 pub(crate) mod pprof;
 pub(crate) mod query;
 pub(crate) mod report;
+pub(crate) mod symbolize;

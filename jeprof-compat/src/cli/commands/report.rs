@@ -19,7 +19,7 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     options.filters = args.views.filters()?;
     options.lines = args.views.lines;
     args.views.check();
-    let symbolize = args.common.symbolize();
+    let symbolize = args.common.symbolize()?;
     let policy = args.common.read_policy();
     if args.by_scope || args.scope.is_some() {
         return report_scopes(&args, &options, &symbolize, &policy);
