@@ -244,7 +244,7 @@ pub fn assert_exact_scopes_equal_the_truth<A: std::alloc::GlobalAlloc + Sync>(al
                     let layout = layout_of(t, k);
                     // SAFETY: the size is at least 1.
                     let ptr = unsafe { alloc.alloc(layout) };
-                    assert!(!ptr.is_null() && ptr as usize % layout.align() == 0);
+                    assert!(!ptr.is_null() && (ptr as usize).is_multiple_of(layout.align()));
                     // SAFETY: ptr is valid for layout.size() bytes.
                     unsafe { ptr.write_bytes(t as u8, layout.size()) };
                     blocks.push((ptr as usize, layout));
@@ -266,7 +266,7 @@ pub fn assert_exact_scopes_equal_the_truth<A: std::alloc::GlobalAlloc + Sync>(al
                 let grown = Layout::from_size_align(layout.size() * 3, layout.align()).unwrap();
                 // SAFETY: ptr was allocated with layout; the new size is non-zero.
                 let new = unsafe { alloc.realloc(*ptr as *mut u8, *layout, grown.size()) };
-                assert!(!new.is_null() && new as usize % grown.align() == 0);
+                assert!(!new.is_null() && (new as usize).is_multiple_of(grown.align()));
                 // SAFETY: the old bytes were copied.
                 assert_eq!(unsafe { new.read() }, t as u8);
                 truth[t].2 += (grown.size() - layout.size()) as u64;
