@@ -15,10 +15,9 @@
 //! `churn_shim_system`, ...), so that all six run in one process (a global allocator is fixed per
 //! binary) and callgrind counts each function's instructions on its own: the difference between
 //! `churn_shim_A` and `churn_A`, over the pairs it prints, is the fast path's instructions per
-//! allocation–free pair. Sampling is off
-//! unless `--sample-rate` says otherwise: the fast path alone is measured (the cost of a sample
-//! does not depend on `A`; the churn bench measures it). Under `cargo test` (no `--bench`) it runs
-//! a tiny round of each as a self-check.
+//! allocation–free pair. Sampling is off unless `--sample-rate` says otherwise: the fast path
+//! alone is measured (the cost of a sample does not depend on `A`; the churn bench measures it).
+//! Under `cargo test` (no `--bench`) it runs a tiny round of each as a self-check.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
