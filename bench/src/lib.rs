@@ -6,6 +6,8 @@
 //!   child process ([`modes`]: `churn-plain` or `churn-shim`), interleaved over rounds in a new
 //!   random order ([`runner`]), compared with plain jemalloc by paired ratios with bootstrap
 //!   intervals and, over code layouts, geometric means ([`stats`], [`tables`]).
+//! - **Any allocator** (`cargo bench -p jeprof-bench --bench any_allocator`): the shim's fast path
+//!   in front of System, mimalloc and jemalloc, each against the plain allocator, in one process.
 //! - The **tools** (`cargo bench -p jeprof-bench --bench compat`): a fleet merge and reports of
 //!   `jeprof-compat` against the real jeprof.
 //!
