@@ -27,6 +27,9 @@ pub fn svg(folded: &[(String, f64)], title: &str) -> Result<String, String> {
     // A fixed width: inferno's fluid drawing sizes itself from its parent, which an inline
     // `<svg>` in a block does not give it.
     options.image_width = Some(WIDTH);
+    // Frames under a pixel wide are not drawn (inferno's default is a tenth of one): they cannot
+    // be seen or clicked, and a profile of ten thousand stacks has tens of thousands of them.
+    options.min_width = 1.0;
     options.colors =
         inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Rust);
     let mut out = Vec::new();
