@@ -15,7 +15,7 @@
 //! - the profiler's endpoints with the command lines that read them.
 //!
 //! Two producers fill a [`Page`]: the shim's listener serves it at `/` from the process's own
-//! profile, its sites charged by [`charge`] and its history from the in-process leak history;
+//! profile, its sites charged by [`charge()`] and its history from the in-process leak history;
 //! `jeprof-compat report --html OUT.html DUMP...` writes it from dumps, its sites from the text
 //! report's own engine, its history from the series of dumps.
 //!
@@ -54,7 +54,7 @@
 //!   `<script>alert(1)</script>` shows as that text.
 //! - **Bounded.** At most [`html::MAX_SITES`] sites are listed and [`html::MAX_FOLDED`] stacks
 //!   drawn (the largest), so the page stays a few megabytes whatever the profile.
-//! - [`charge`] takes names as the symbol section spells them (demangled), so a dump that needs
+//! - [`charge()`] takes names as the symbol section spells them (demangled), so a dump that needs
 //!   its binaries to be named is `jeprof-compat`'s to charge (`report --html`).
 //!
 //! ## Modules, bottom to top
