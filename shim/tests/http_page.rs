@@ -46,9 +46,15 @@ struct Served {
 fn served() -> &'static Served {
     static SERVED: OnceLock<Served> = OnceLock::new();
     SERVED.get_or_init(|| {
-        jeprof_shim::configure("sample_rate:65536,symbolize:true").unwrap();
+        jeprof_shim::configure("sample_rate:65536,symbolize:true,leak_interval:0.1").unwrap();
         let buffers = page_held_buffers();
         let boxes = page_held_boxes();
+        // A few snapshots of the leak history, for the chart of live bytes over time.
+        let start = std::time::Instant::now();
+        while jeprof_shim::stats().leak_snapshots < 3 {
+            assert!(start.elapsed().as_secs() < 30, "no leak history after 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let server = jeprof_shim::serve("127.0.0.1:0").unwrap();
         let addr = server.local_addr();
         std::mem::forget(server);
@@ -180,6 +186,13 @@ fn the_page_shows_the_figures_report_prints_for_a_dump_of_the_moment() {
     assert!(html.contains("page_held_buffers"));
     let rows = page_site_rows(&html);
     check_rows(&rows, &report_rows);
+    // Live bytes over time from the leak history, this program's largest site the first line
+    // (named as /debug/pprof/leaks names its suspects).
+    assert!(html.contains("<svg class=\"chart\""), "{html}");
+    assert!(
+        html.contains("<title>http_page::page_held_buffers::{{closure}}</title>"),
+        "{html}"
+    );
     // The allocator's reading of the same snapshot.
     assert!(html.contains("<pre id=\"allocator\">allocated: "), "{html}");
     // The endpoints, linked.

@@ -379,7 +379,8 @@ fn page() -> Response {
                 .map(|(s, _)| s.function.clone())
                 .collect(),
             format!(
-                "{} leak suspects among {} stacks (false discovery rate {}%), by the test                  /debug/pprof/leaks runs.",
+                "{} leak suspects among {} stacks (false discovery rate {}%), by the test \
+                 /debug/pprof/leaks runs.",
                 found.suspects.len(),
                 found.stacks,
                 options.fdr * 100.0
@@ -393,7 +394,8 @@ fn page() -> Response {
         )),
         Some((times, sites)) => Ok(History {
             note: format!(
-                "{} snapshots of the in-process leak history over {:.0} s, the largest user                  frames now. {verdict}",
+                "{} snapshots of the in-process leak history over {:.1} s, the largest user \
+                 frames now. {verdict}",
                 times.len(),
                 times.last().copied().unwrap_or(0.0)
             ),
