@@ -1,6 +1,17 @@
 //! The in-use flame graph: inferno's interactive SVG (zoom on click, search with Ctrl-F), made
 //! to sit inline in the page.
 
+/// The folded lines inferno draws (`stack count`, the count truncated to an integer): the
+/// stacks of at least one unit, without the empty stack (allocator frames only). One rule for the
+/// page and `jeprof-compat report --flamegraph`.
+pub fn inferno_lines(folded: &[(String, f64)]) -> Vec<String> {
+    folded
+        .iter()
+        .filter(|(stack, value)| !stack.is_empty() && *value >= 1.0)
+        .map(|(stack, value)| format!("{stack} {}", value.trunc() as u64))
+        .collect()
+}
+
 /// The flame graph's width in pixels (the page's 1400-pixel window, less its margins).
 pub const WIDTH: usize = 1300;
 
@@ -13,11 +24,7 @@ pub const WIDTH: usize = 1300;
 /// looks elements up by id and takes the document's first `<svg>` as its own: the page keeps
 /// those ids to the flame graph and draws it before any other SVG.
 pub fn svg(folded: &[(String, f64)], title: &str) -> Result<String, String> {
-    let lines: Vec<String> = folded
-        .iter()
-        .filter(|(stack, bytes)| !stack.is_empty() && *bytes >= 1.0)
-        .map(|(stack, bytes)| format!("{stack} {}", bytes.trunc() as u64))
-        .collect();
+    let lines = inferno_lines(folded);
     if lines.is_empty() {
         return Err("no stack holds a live byte: nothing to draw".to_string());
     }
