@@ -353,6 +353,11 @@ fn dumpfmt_modules_form_a_stack() {
 }
 
 #[test]
+fn page_modules_form_a_stack() {
+    check("jeprof-page", "page/src/lib.rs");
+}
+
+#[test]
 fn shim_modules_form_a_stack() {
     check("jeprof-shim", "shim/src/lib.rs");
 }

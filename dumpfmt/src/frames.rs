@@ -168,6 +168,59 @@ pub fn interesting_start<'a>(
         .map_or(0, |i| i + 1)
 }
 
+/// Whether a demangled name ends in a C++ argument list (`f(int) const`). A Rust name can hold
+/// parentheses too, inside its generics (`<&dyn Fn<(), Output = i32> as FnOnce<()>>::call_once`),
+/// but never at its end: shortening those would cut them down to `::call_once`, one name for
+/// many functions.
+pub fn has_argument_list(name: &str) -> bool {
+    let mut tail = name.trim_end();
+    for qualifier in ["&&", "&", "volatile", "const"] {
+        tail = tail.strip_suffix(qualifier).unwrap_or(tail).trim_end();
+    }
+    tail.ends_with(')')
+}
+
+/// jeprof's `ShortFunctionName`: argument lists and template arguments removed (innermost first,
+/// repeatedly), then a leading return type. jeprof's Perl `\w` (no `use utf8`) is ASCII, hence
+/// `[0-9A-Za-z_]`.
+pub fn short_function_name(full: &str) -> String {
+    static RES: OnceLock<[Regex; 3]> = OnceLock::new();
+    let [args, templates, leading] = RES.get_or_init(|| {
+        [
+            Regex::new(r"\([^()]*\)(\s*const)?").expect("static regex"),
+            Regex::new(r"<[^<>]*>").expect("static regex"),
+            Regex::new(r"^.*\s+([0-9A-Za-z_]+::)").expect("static regex"),
+        ]
+    });
+    let mut name = full.to_string();
+    for re in [args, templates] {
+        loop {
+            let next = re.replace_all(&name, "").into_owned();
+            if next == name {
+                break;
+            }
+            name = next;
+        }
+    }
+    leading.replace(&name, "$1").into_owned()
+}
+
+/// A demangled name as our reports show it (`jeprof-compat`'s clean style): a C++ name, known by
+/// its argument list, shortened as jeprof shortens it ([`short_function_name`]), unless that
+/// leaves nothing (a symbol that is all argument list, `(void*)`, stays whole); any other name
+/// (Rust's, whose parentheses sit inside generics) whole.
+pub fn clean_demangled(name: String) -> String {
+    if !has_argument_list(&name) {
+        return name;
+    }
+    let short = short_function_name(&name);
+    if short.trim().is_empty() {
+        name
+    } else {
+        short
+    }
+}
+
 /// The functions our reports pass over when charging flat, unless told otherwise (`--hide`;
 /// jeprof-compat's `attribution`): Rust's standard library (`core`, `alloc`, `hashbrown`, which `std`'s
 /// `HashMap` is, and `std`'s own modules), its impls for primitive and generic types

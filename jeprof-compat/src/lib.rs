@@ -50,7 +50,9 @@
 //!     ([`export::export_files`]); `query` (export; cargo feature `sql`): SQL over those rows
 //!     in-process, with named views by function, leaf, label and hour and their intervals;
 //!   - [`scopes`] (report): reports of one scope, and per-scope totals, from dumps that carry
-//!     scopes.
+//!     scopes;
+//!   - [`page`] (input, symbolize, report, leaks): `report --html`, the page of `jeprof-page`
+//!     from dumps, every figure the text report's.
 //!
 //! The crate root re-exports what most callers take: [`ReadPolicy`], [`read_dump`],
 //! [`read_dump_stacks`], [`parse_all`] (from [`input`]), [`load()`], [`load_all`], [`load_bytes`]
@@ -132,6 +134,7 @@ pub mod export;
 pub mod leaks;
 pub mod merge;
 pub mod otlp;
+pub mod page;
 pub mod pprof;
 #[cfg(feature = "sql")]
 pub mod query;

@@ -1,9 +1,5 @@
 //! Function names: demangling, jeprof's shortening, and the allocator frames a report leaves out.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
-
 /// How function names are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NameStyle {
@@ -26,28 +22,8 @@ pub fn clean(raw: &str, style: NameStyle) -> String {
     let name = demangle(raw);
     match style {
         NameStyle::Jeprof => short_function_name(&name),
-        NameStyle::Clean if has_argument_list(&name) => {
-            let short = short_function_name(&name);
-            if short.trim().is_empty() {
-                name
-            } else {
-                short
-            }
-        }
-        NameStyle::Clean => name,
+        NameStyle::Clean => jeprof_dumpfmt::frames::clean_demangled(name),
     }
-}
-
-/// Whether a demangled name ends in a C++ argument list (`f(int) const`). A Rust name can hold
-/// parentheses too, inside its generics (`<&dyn Fn<(), Output = i32> as FnOnce<()>>::call_once`),
-/// but never at its end: shortening those would cut them down to `::call_once`, one name for
-/// many functions.
-fn has_argument_list(name: &str) -> bool {
-    let mut tail = name.trim_end();
-    for qualifier in ["&&", "&", "volatile", "const"] {
-        tail = tail.strip_suffix(qualifier).unwrap_or(tail).trim_end();
-    }
-    tail.ends_with(')')
 }
 
 /// Demangled form of a symbol name; names that are not mangled come back unchanged, except that a
@@ -81,30 +57,9 @@ fn strip_rust_hash(name: &str) -> &str {
     name
 }
 
-/// jeprof's `ShortFunctionName`: argument lists and template arguments removed (innermost first,
-/// repeatedly), then a leading return type. jeprof's Perl `\w` (no `use utf8`) is ASCII, hence
-/// `[0-9A-Za-z_]`.
-pub fn short_function_name(full: &str) -> String {
-    static RES: OnceLock<[Regex; 3]> = OnceLock::new();
-    let [args, templates, leading] = RES.get_or_init(|| {
-        [
-            Regex::new(r"\([^()]*\)(\s*const)?").expect("static regex"),
-            Regex::new(r"<[^<>]*>").expect("static regex"),
-            Regex::new(r"^.*\s+([0-9A-Za-z_]+::)").expect("static regex"),
-        ]
-    });
-    let mut name = full.to_string();
-    for re in [args, templates] {
-        loop {
-            let next = re.replace_all(&name, "").into_owned();
-            if next == name {
-                break;
-            }
-            name = next;
-        }
-    }
-    leading.replace(&name, "$1").into_owned()
-}
+/// jeprof's `ShortFunctionName`, kept beside the skip lists in `jeprof-dumpfmt` so that the
+/// shim's page names C++ functions as the reports do.
+pub use jeprof_dumpfmt::frames::short_function_name;
 
 /// The functions our reports pass over when charging flat unless told otherwise (`--hide`;
 /// [`crate::attribution`]): one list for the workspace, kept in `jeprof-dumpfmt` so that the

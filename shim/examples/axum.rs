@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --example axum -p jeprof-shim --features http [-- 127.0.0.1:6060]
+//! (open http://127.0.0.1:6060/ in a browser: the heap at a glance)
 //! go tool pprof -top http://127.0.0.1:6060/debug/pprof/heap
 //! jeprof --text http://127.0.0.1:6060/pprof/heap
 //! ```
@@ -22,7 +23,7 @@ use axum::Router;
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
 
-/// Every `/debug/pprof/…` and `/pprof/…` request, handed to the profiler.
+/// `/`, and every `/debug/pprof/…` and `/pprof/…` request, handed to the profiler.
 async fn profiler(method: Method, uri: Uri, body: Bytes) -> impl IntoResponse {
     let path = uri.path().to_string();
     let query = uri.query().unwrap_or("").to_string();
@@ -64,8 +65,10 @@ async fn main() {
     jeprof_shim::set_service("axum-example").expect("a valid service name");
     let cache = std::sync::Arc::new(build_cache());
     let app = Router::new()
+        // The profiler's page (its links point to the routes below).
+        .route("/", get(profiler))
         .route(
-            "/",
+            "/cache",
             get(move || {
                 let cache = cache.clone();
                 async move { format!("{} cached blocks\n", cache.len()) }

@@ -162,6 +162,149 @@ pub fn require_go() -> Option<PathBuf> {
     go.clone()
 }
 
+/// Debian's `chromium`, for the tests that load our HTML page in a real browser: the first of
+/// `chromium` and `chromium-browser` on `PATH` that answers `--version`. When there is none: a
+/// panic under `CI=true` ([`in_ci`]), else a notice on stderr and `None`, and the caller skips.
+pub fn require_chromium() -> Option<PathBuf> {
+    static CHROMIUM: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let chromium = CHROMIUM.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .flat_map(|dir| [dir.join("chromium"), dir.join("chromium-browser")])
+            .filter(|c| c.is_file())
+            .find(|c| {
+                Command::new(c)
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+    });
+    if chromium.is_none() {
+        assert!(
+            !in_ci(),
+            "CI=true and `chromium` is not on PATH: apt-get install chromium"
+        );
+        eprintln!("notice: `chromium` is not installed (apt-get install chromium): skipping the browser checks");
+    }
+    chromium.clone()
+}
+
+/// Headless `chromium` on `url` with a fresh profile directory and nothing fetched beyond the
+/// page (no sync, updates or background requests): first `--dump-dom`, whose DOM (after the
+/// page's scripts ran) is returned, then `--screenshot` to `screenshot` at 1400×2000. Each run
+/// gets at most two minutes.
+pub fn headless_chromium(chromium: &Path, url: &str, screenshot: &Path) -> Result<String, String> {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = |extra: &[String]| -> Result<String, String> {
+        let profile = std::env::temp_dir().join(format!(
+            "chromium-profile-{}-{}",
+            std::process::id(),
+            RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&profile);
+        let mut command = Command::new(chromium);
+        command
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(url)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("{}: {e}", chromium.display()))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let mut stdout = child.stdout.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+            text
+        });
+        let mut stderr = child.stderr.take().expect("piped");
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let _ = std::fs::remove_dir_all(&profile);
+                    return Err(format!("chromium on {url} did not finish in 120 s"));
+                }
+            }
+        };
+        let out = reader.join().unwrap_or_default();
+        let err = errors.join().unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&profile);
+        if !status.success() {
+            return Err(format!("chromium on {url}: {status}\n{err}"));
+        }
+        Ok(out)
+    };
+    let dom = run(&["--dump-dom".to_string()])?;
+    if let Some(dir) = screenshot.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    run(&[
+        format!("--screenshot={}", screenshot.display()),
+        "--window-size=1400,2000".to_string(),
+    ])?;
+    if !screenshot.is_file() {
+        return Err(format!(
+            "chromium wrote no screenshot at {}",
+            screenshot.display()
+        ));
+    }
+    Ok(dom)
+}
+
+/// The rows of the sites table of a `jeprof-page` page (its HTML, or the DOM a browser
+/// rendered from it), in order: per row its cells' text, character references resolved
+/// (function, flat bytes, its interval, flat %, flat objects, its interval, cum bytes, its
+/// interval).
+pub fn page_site_rows(html: &str) -> Vec<Vec<String>> {
+    let Some(start) = html.find("<table id=\"sites\">") else {
+        return Vec::new();
+    };
+    let table = &html[start..];
+    let table = &table[..table.find("</table>").unwrap_or(table.len())];
+    table
+        .split("<tr>")
+        .skip(2)
+        .map(|row| {
+            row.split("</td>")
+                .filter_map(|cell| cell.rfind('>').map(|i| html_text(&cell[i + 1..])))
+                .take(8)
+                .collect()
+        })
+        .collect()
+}
+
+/// Text with HTML's character references for `&`, `<`, `>`, `"` and `'` resolved.
+pub fn html_text(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
 /// What one jeprof run printed.
 #[derive(Debug, Clone)]
 pub struct Output {

@@ -144,6 +144,12 @@ pub(crate) struct OutputKind {
     /// Write a flame graph SVG to OUT.svg.
     #[arg(long, value_name = "OUT.svg")]
     pub(crate) flamegraph: Option<PathBuf>,
+    /// Write one self-contained HTML page to OUT.html: the in-use flame graph, the top sites with
+    /// bytes, objects and 95% intervals (sortable), the allocator's figures, scopes; a series of
+    /// one process's dumps adds live bytes over time and the leak suspects (the last dump is the
+    /// moment shown).
+    #[arg(long, value_name = "OUT.html", conflicts_with_all = ["scope", "by_scope", "allocator"])]
+    pub(crate) html: Option<PathBuf>,
 }
 
 #[derive(Args)]

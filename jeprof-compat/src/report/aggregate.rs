@@ -473,6 +473,12 @@ impl FunctionTable {
         self.sums.total
     }
 
+    /// Variance of [`FunctionTable::total`] ([`Report::total_variance`]; zero unless the
+    /// options asked for intervals).
+    pub fn total_variance(&self) -> f64 {
+        self.sums.total_variance
+    }
+
     /// Sum of flat figures after filtering ([`Report::shown_total`]).
     pub fn shown_total(&self) -> f64 {
         self.sums.shown_total

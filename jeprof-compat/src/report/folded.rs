@@ -113,11 +113,7 @@ pub fn flamegraph(
     title: &str,
     out: impl io::Write,
 ) -> Result<(), Error> {
-    let folded: Vec<String> = lines
-        .iter()
-        .filter(|(stack, value)| !stack.is_empty() && *value >= 1.0)
-        .map(|(stack, value)| format!("{stack} {}", value.trunc() as u64))
-        .collect();
+    let folded = jeprof_page::flame::inferno_lines(lines);
     if folded.is_empty() {
         return Err(Error::NothingToDraw {
             unit: units(options.measure, true),

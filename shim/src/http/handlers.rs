@@ -29,7 +29,8 @@ pub const MAX_SYMBOL_BODY: usize = 1 << 20;
 pub const MAX_CONCURRENT_WINDOWS: usize = 2;
 
 /// The paths [`handle`] serves.
-pub const PATHS: [&str; 8] = [
+pub const PATHS: [&str; 9] = [
+    "/",
     "/debug/pprof/heap",
     "/debug/pprof/allocs",
     "/debug/pprof/peak",
@@ -126,6 +127,7 @@ pub fn handle(request: &Request<'_>) -> Response {
         Err(why) => return Response::error(400, why),
     };
     match known {
+        "/" => page(),
         "/debug/pprof/heap" => go_heap(&params, SampleType::InuseSpace),
         "/debug/pprof/allocs" => go_heap(&params, SampleType::AllocSpace),
         "/debug/pprof/peak" => peak(&params),
@@ -341,6 +343,90 @@ impl Drop for WindowSlot {
         // Ordering: see `take`.
         WINDOWS_WAITING.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// User frames drawn over time on the page (`/`): the largest now.
+const PAGE_HISTORY_SITES: usize = 8;
+
+/// `/`: the heap as one self-contained HTML page ([`jeprof_page`]): the profile now, symbolized
+/// in-process and charged as `jeprof-compat report` charges a dump of it ([`jeprof_page::charge`]),
+/// the allocator's figures of the same moment (the snapshot's own, as its dump carries them), the
+/// scopes, and live bytes over time from the in-process leak history with its suspects marked.
+fn page() -> Response {
+    use jeprof_dumpfmt::allocator::{describe, AllocatorFigures};
+    use jeprof_page::{History, Page, Series, Source};
+    init::ensure_init();
+    leak_history::ensure_recorder();
+    let mut profile = report::snapshot(false).0;
+    report::add_symbols(&mut profile);
+    let charged = jeprof_page::charge(&profile);
+    let allocator = AllocatorFigures::from_annotations(&profile.annotations)
+        .map(|figures| describe(&figures, Some(&charged.total), 1))
+        .map_err(|e| format!("no allocator figures: {e}"));
+    let scopes = jeprof_dumpfmt::scopes::scope_totals(&profile)
+        .into_iter()
+        .collect();
+    let when = jeprof_dumpfmt::labels::get(&profile.labels, "time")
+        .unwrap_or("now")
+        .to_string();
+    drop(profile);
+    let options = jeprof_dumpfmt::leaks::LeakOptions::default();
+    let (suspects, verdict): (Vec<String>, String) = match leak_history::find(&options) {
+        Ok(found) => (
+            found
+                .suspects
+                .iter()
+                .map(|(s, _)| s.function.clone())
+                .collect(),
+            format!(
+                "{} leak suspects among {} stacks (false discovery rate {}%), by the test \
+                 /debug/pprof/leaks runs.",
+                found.suspects.len(),
+                found.stacks,
+                options.fdr * 100.0
+            ),
+        ),
+        Err(why) => (Vec::new(), format!("No leak test yet: {why}.")),
+    };
+    let history = match leak_history::series(PAGE_HISTORY_SITES) {
+        None => Err(format!(
+            "The leak history holds no snapshot yet (one every leak_interval). {verdict}"
+        )),
+        Some((times, sites)) => Ok(History {
+            note: format!(
+                "{} snapshots of the in-process leak history over {:.1} s, the largest user \
+                 frames now. {verdict}",
+                times.len(),
+                times.last().copied().unwrap_or(0.0)
+            ),
+            times,
+            series: sites
+                .into_iter()
+                .map(|(name, bytes)| Series {
+                    suspect: suspects.contains(&name),
+                    name,
+                    bytes,
+                })
+                .collect(),
+        }),
+    };
+    let program = std::env::args().next().unwrap_or_default();
+    let page = Page {
+        title: format!("Heap of {program} (pid {}) at {when}", std::process::id()),
+        source: Source::Live {
+            pid: std::process::id(),
+        },
+        total: charged.total,
+        sites: charged.sites,
+        folded: charged.folded,
+        allocator,
+        history,
+        scopes,
+    };
+    Response::ok(
+        "text/html; charset=utf-8",
+        jeprof_page::render(&page).into_bytes(),
+    )
 }
 
 /// `/debug/pprof/allocator`: the allocator's figures now and their reading, the text

@@ -445,6 +445,66 @@ pub(crate) fn find(options: &LeakOptions) -> Result<Found, LeakHistoryError> {
     })
 }
 
+/// Live bytes over the history for the page (`/`): the seconds of each snapshot from the first,
+/// and per user frame the live bytes of its stacks among the [`SERIES_STACKS`] with the most live
+/// bytes at the last snapshot, at most `sites` user frames, the largest now first. `None` while
+/// the history is empty.
+#[cfg(feature = "http")]
+pub(crate) fn series(sites: usize) -> Option<(Vec<f64>, Vec<SiteBytes>)> {
+    let _guard = Guard::enter();
+    let (times, ids, by_stack) = {
+        let history = lock(&HISTORY);
+        let snapshots = &history.snapshots;
+        let first = snapshots.front()?.at;
+        let last = snapshots.back()?;
+        let times: Vec<f64> = snapshots
+            .iter()
+            .map(|s| s.at.duration_since(first).as_secs_f64())
+            .collect();
+        let mut largest: Vec<&Entry> = last.entries.iter().collect();
+        largest.sort_unstable_by(|a, b| b.bytes.total_cmp(&a.bytes).then(a.id.cmp(&b.id)));
+        largest.truncate(SERIES_STACKS);
+        let ids: Vec<u32> = largest.iter().map(|e| e.id).collect();
+        let by_stack: Vec<Vec<f64>> = ids
+            .iter()
+            .map(|&id| {
+                snapshots
+                    .iter()
+                    .map(|s| {
+                        s.entries
+                            .binary_search_by_key(&id, |e| e.id)
+                            .map_or(0.0, |i| f64::from(s.entries[i].bytes))
+                    })
+                    .collect()
+            })
+            .collect();
+        (times, ids, by_stack)
+    };
+    let names = name_stacks(&ids);
+    let mut grouped: Vec<SiteBytes> = Vec::new();
+    for ((function, _), bytes) in names.into_iter().zip(by_stack) {
+        match grouped.iter_mut().find(|(f, _)| *f == function) {
+            Some((_, sum)) => sum.iter_mut().zip(&bytes).for_each(|(s, b)| *s += b),
+            None => grouped.push((function, bytes)),
+        }
+    }
+    grouped.sort_by(|a, b| {
+        let now = |s: &[f64]| s.last().copied().unwrap_or(0.0);
+        now(&b.1).total_cmp(&now(&a.1)).then_with(|| a.0.cmp(&b.0))
+    });
+    grouped.truncate(sites);
+    Some((times, grouped))
+}
+
+/// A user frame and its live bytes at each snapshot.
+#[cfg(feature = "http")]
+pub(crate) type SiteBytes = (String, Vec<f64>);
+
+/// The stacks [`series`] follows: enough to find the top user frames, few enough to symbolize
+/// for every page.
+#[cfg(feature = "http")]
+const SERIES_STACKS: usize = 64;
+
 /// The user frame and the functions (leaf first, allocator frames removed) of each stack,
 /// symbolized in-process (only these stacks' frames are looked up).
 fn name_stacks(ids: &[u32]) -> Vec<(String, Vec<String>)> {

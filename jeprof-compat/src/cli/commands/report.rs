@@ -27,6 +27,9 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     if args.allocator {
         return report_allocator(&args, &options, &symbolize, &policy);
     }
+    if let Some(html) = &args.output.html {
+        return report_html(&args, html, &options, &symbolize, &policy);
+    }
     if args.views.needs_whole_dumps(&args.dumps) {
         return views::report_whole(&args, &options);
     }
@@ -52,6 +55,31 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
             table.write_text(&options, out)
         })
     }
+}
+
+/// `report --html OUT.html`: the page of the dumps ([`jeprof_compat::page`]), written whole or
+/// not at all.
+fn report_html(
+    args: &ReportArgs,
+    html: &std::path::Path,
+    options: &ReportOptions,
+    symbolize: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
+) -> anyhow::Result<()> {
+    if args.views.needs_whole_dumps(&args.dumps) {
+        anyhow::bail!(
+            "--html reads dump files with the plain table only (no URL, --base, --thread, \
+             --callgrind, --list, --dot or --svg); a running process with the shim's listener \
+             serves the same page at /"
+        );
+    }
+    let page = jeprof_compat::page::page_files(&args.dumps, symbolize, options, policy)?;
+    let text = jeprof_page::render(&page);
+    write_output(html, |out| {
+        use std::io::Write as _;
+        out.write_all(text.as_bytes())?;
+        Ok(())
+    })
 }
 
 /// `report --allocator`: the table, a blank line, then the allocator's figures and their reading.

@@ -1,0 +1,163 @@
+//! `report --html`: the page of `jeprof-page` from dumps, one self-contained HTML file.
+//!
+//! One dump is the moment shown. Several are one process's series (ordered as
+//! [`crate::leaks`] orders them: by `time` label, else by name): the last is the moment shown,
+//! and the series gives live bytes over time for the top sites and the leak suspects,
+//! [`find_leaks`]'s with its default options. The sites are the text report's, from its own
+//! engine ([`report::build_files`]) under the caller's options (attribution, skip rules,
+//! `--focus`), in-use bytes and objects; the flame graph is [`report::collapsed_files`]'s; the
+//! allocator's figures are `report --allocator`'s ([`report::allocator_files`]); the scopes are
+//! `report --by-scope`'s. So every figure on the page is one `report` prints for the same dump.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use jeprof_page::{History, Page, Series, Site, Source};
+
+use crate::error::Error;
+use crate::input::{read_dump, ReadPolicy};
+use crate::leaks::{find_leaks, order_series, LeakOptions};
+use crate::report::{self, Measure, ReportOptions};
+use crate::symbolize::SymbolizeOptions;
+
+/// Sites drawn over time besides the suspects: the largest now.
+pub const HISTORY_SITES: usize = 8;
+
+/// The page of `paths` (module docs); `options` says how stacks are charged (its measure,
+/// units and intervals are the page's own: in-use bytes and objects, with intervals).
+pub fn page_files(
+    paths: &[PathBuf],
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<Page, Error> {
+    let (ordered, last) = match paths {
+        [] => return Err(Error::Series("no dump given".to_string())),
+        [one] => (vec![one.clone()], one.clone()),
+        many => {
+            let (series, _) = order_series(many, policy)?;
+            let ordered: Vec<PathBuf> = series.into_iter().map(|d| d.path).collect();
+            let last = ordered[ordered.len() - 1].clone();
+            (ordered, last)
+        }
+    };
+    let moment = std::slice::from_ref(&last);
+    let bytes_options = ReportOptions {
+        measure: Measure::InuseSpace,
+        show_bytes: true,
+        interval: true,
+        nodecount: None,
+        sort_by_cum: false,
+        ..options.clone()
+    };
+    let objects_options = ReportOptions {
+        measure: Measure::InuseObjects,
+        ..bytes_options.clone()
+    };
+    let by_bytes = report::build_files(moment, symbolize, &bytes_options, policy)?;
+    let by_objects = report::build_files(moment, symbolize, &objects_options, policy)?;
+    let mut objects: HashMap<String, (f64, f64)> = by_objects
+        .rows()
+        .map(|r| (r.name.to_string(), (r.flat, r.flat_variance)))
+        .collect();
+    let sites: Vec<Site> = by_bytes
+        .rows()
+        .filter(|r| r.flat != 0.0 || r.cum != 0.0)
+        .map(|r| {
+            let name = r.name.to_string();
+            let (objects, objects_variance) = objects.remove(&name).unwrap_or_default();
+            Site {
+                name,
+                bytes: r.flat,
+                bytes_variance: r.flat_variance,
+                objects,
+                objects_variance,
+                cum_bytes: r.cum,
+                cum_bytes_variance: r.cum_variance,
+            }
+        })
+        .collect();
+    let folded = report::collapsed_files(moment, symbolize, &bytes_options, policy)?;
+    let allocator = report::allocator_files(moment, policy)
+        .map(|r| r.text())
+        .map_err(|e| e.to_string());
+    let profile = read_dump(&last, policy)?;
+    let scopes: Vec<(String, jeprof_dumpfmt::Estimate)> =
+        jeprof_dumpfmt::scopes::scope_totals(&profile)
+            .into_iter()
+            .collect();
+    let labels = &profile.labels;
+    let when = jeprof_dumpfmt::labels::get(labels, "time").unwrap_or("no time label");
+    let title = format!("Heap of {} at {when}", last.display());
+    drop(profile);
+    let history = if ordered.len() < 2 {
+        Err(
+            "One dump: give one process's series of dumps (as `jeprof-compat leaks` reads \
+             them) for live bytes over time and the leak suspects."
+                .to_string(),
+        )
+    } else {
+        history(&ordered, symbolize, options, policy).map_err(|e| e.to_string())
+    };
+    Ok(Page {
+        title,
+        source: Source::Dumps(ordered.iter().map(|p| p.display().to_string()).collect()),
+        total: jeprof_dumpfmt::Estimate {
+            bytes: by_bytes.total(),
+            bytes_variance: by_bytes.total_variance(),
+            objects: by_objects.total(),
+            objects_variance: by_objects.total_variance(),
+        },
+        sites,
+        folded,
+        allocator,
+        history,
+        scopes,
+    })
+}
+
+/// The series' live bytes per site and the suspects ([`find_leaks`] with its default test,
+/// sites charged under `options`): every suspect and the [`HISTORY_SITES`] largest sites now.
+fn history(
+    paths: &[PathBuf],
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<History, Error> {
+    let leak_options = LeakOptions {
+        report: options.clone(),
+        ..LeakOptions::default()
+    };
+    let found = find_leaks(paths, symbolize, &leak_options, policy)?;
+    let suspects = found.suspects().count();
+    let mut others: Vec<&crate::leaks::Site> = found.sites.iter().filter(|s| !s.suspect).collect();
+    others.sort_by(|a, b| b.trend.live.total_cmp(&a.trend.live));
+    let shown = found
+        .suspects()
+        .chain(others.into_iter().take(HISTORY_SITES));
+    let series: Vec<Series> = shown
+        .map(|s| Series {
+            name: s.name.clone(),
+            bytes: s.bytes.clone(),
+            suspect: s.suspect,
+        })
+        .collect();
+    let note = format!(
+        "{} dumps ({} read){}; {suspects} leak suspects among {} sites (false discovery rate \
+         {}%), as `jeprof-compat leaks` finds them.",
+        found.series.len(),
+        found.read.len(),
+        if found.timed {
+            ", by their time labels"
+        } else {
+            ", ordered by name (not every dump has a time label): the axis counts dumps"
+        },
+        found.sites.len(),
+        leak_options.test.fdr * 100.0,
+    );
+    Ok(History {
+        times: found.times.clone(),
+        series,
+        note,
+    })
+}

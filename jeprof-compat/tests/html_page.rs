@@ -1,0 +1,241 @@
+//! `report --html OUT.html DUMP...`: the page of `jeprof-page` from dumps. Its rows are the text
+//! report's (names and printed figures, byte for byte); `jeprof_page::charge`, which the shim's
+//! listener charges with, names and charges a symbolized dump as the report does; a series adds
+//! live bytes over time and the suspects; names holding markup render as text, in a real browser
+//! too.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use jeprof_compat::attribution::Attribution;
+use jeprof_compat::report::{self, ReportOptions};
+use jeprof_compat::SymbolizeOptions;
+use jeprof_conformance::{headless_chromium, html_text, page_site_rows, require_chromium};
+use jeprof_dumpfmt::{Estimate, ScopeStack};
+
+const HOSTILE_SCRIPT: &str = "<script>alert(1)</script>";
+const HOSTILE_QUOTES: &str = "a<b>&\"'";
+const HOSTILE_SCOPE: &str = "<img src=x onerror=alert(2)>";
+
+fn html_of(dumps: &[PathBuf], dir: &Path) -> String {
+    let out = dir.join("page.html");
+    let mut args = vec![
+        "report".to_string(),
+        "--html".to_string(),
+        out.display().to_string(),
+    ];
+    args.extend(dumps.iter().map(|d| d.display().to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    common::run_ok(&refs);
+    std::fs::read_to_string(&out).unwrap()
+}
+
+/// The text report's rows with a flat figure: (function, flat, "[lo, hi]", cum, "[lo, hi]").
+fn report_rows(dump: &Path, measure: &str) -> Vec<(String, String, String, String, String)> {
+    let text = common::run_ok(&[
+        "report",
+        measure,
+        "--show_bytes",
+        "--interval",
+        &dump.display().to_string(),
+    ]);
+    text.lines()
+        .skip(2)
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            (words.len() >= 10 && words[0] != "0").then(|| {
+                (
+                    words[9..].join(" "),
+                    words[0].to_string(),
+                    format!("{} {}", words[5], words[6]),
+                    words[3].to_string(),
+                    format!("{} {}", words[7], words[8]),
+                )
+            })
+        })
+        .collect()
+}
+
+fn assert_rows_are_the_report_s(html: &str, dump: &Path) {
+    let page = page_site_rows(html);
+    let bytes = report_rows(dump, "--inuse_space");
+    let objects = report_rows(dump, "--inuse_objects");
+    assert!(!bytes.is_empty());
+    assert_eq!(page.len(), bytes.len(), "{page:?}\n{bytes:?}");
+    for (row, want) in page.iter().zip(&bytes) {
+        assert_eq!(
+            (&row[0], &row[1], &row[2], &row[6], &row[7]),
+            (&want.0, &want.1, &want.2, &want.3, &want.4)
+        );
+        let of = objects.iter().find(|o| o.0 == want.0).unwrap();
+        assert_eq!((&row[4], &row[5]), (&of.1, &of.2), "{}", want.0);
+    }
+}
+
+#[test]
+fn the_page_s_rows_are_the_text_report_s_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["rust_demo.heap", "symbolized.heap", "pie.heap"] {
+        let dump = common::fixtures().join(name);
+        let html = html_of(std::slice::from_ref(&dump), dir.path());
+        assert_rows_are_the_report_s(&html, &dump);
+        let total = common::run_ok(&["report", "--show_bytes", &dump.display().to_string()]);
+        let total = total
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap();
+        assert!(
+            html.contains(&format!("<b id=\"total-bytes\">{total}</b>")),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn charge_names_and_charges_a_symbolized_dump_as_the_report_does() {
+    for name in ["rust_demo.heap", "symbolized.heap"] {
+        let dump = common::fixtures().join(name);
+        let profile = jeprof_compat::read_dump(&dump, &Default::default()).unwrap();
+        let charged = jeprof_page::charge(&profile);
+        let options = ReportOptions {
+            interval: true,
+            attribution: Attribution::user_code(),
+            ..ReportOptions::default()
+        };
+        let resolved = jeprof_compat::resolve(profile.clone(), name, &SymbolizeOptions::default());
+        // The flame graph's stacks: `--collapsed`'s lines, equal lines added up.
+        let mut folded: std::collections::BTreeMap<String, f64> = Default::default();
+        for (line, bytes) in report::collapsed(&[resolved], &options) {
+            *folded.entry(line).or_default() += bytes;
+        }
+        let folded: Vec<(String, f64)> = folded.into_iter().collect();
+        assert_eq!(charged.folded, folded, "{name}");
+        let report = report::build_dumps(
+            &[(profile, name.to_string())],
+            &SymbolizeOptions::default(),
+            &options,
+        );
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+        assert!(close(charged.total.bytes, report.total), "{name}");
+        let rows: Vec<_> = report
+            .rows
+            .iter()
+            .filter(|r| r.flat != 0.0 || r.cum != 0.0)
+            .collect();
+        assert_eq!(charged.sites.len(), rows.len(), "{name}");
+        for (site, row) in charged.sites.iter().zip(rows) {
+            assert_eq!(site.name, row.name, "{name}");
+            assert!(close(site.bytes, row.flat), "{name}: {site:?} {row:?}");
+            assert!(close(site.cum_bytes, row.cum), "{name}: {site:?} {row:?}");
+            assert!(close(site.bytes_variance, row.flat_variance), "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_series_adds_live_bytes_over_time_with_the_suspect_marked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dumps = common::leaking_series(dir.path(), "7");
+    dumps.reverse();
+    let html = html_of(&dumps, dir.path());
+    let last = dumps.iter().max().unwrap();
+    assert_rows_are_the_report_s(&html, last);
+    assert!(html.contains("<svg class=\"chart\""), "{html}");
+    assert!(
+        html.contains("<ul id=\"suspects\"><li>fn_1</li></ul>"),
+        "{html}"
+    );
+    assert!(html.contains("suspect: fn_1") && !html.contains("suspect: fn_3"));
+    assert!(html.contains("12 dumps (12 read), by their time labels; 1 leak suspects among 3"));
+}
+
+/// A dump whose function names and scope label hold markup.
+fn hostile_dump(dir: &Path) -> PathBuf {
+    let mut profile = common::generated_profile(
+        &[
+            (vec![1, 9], 10.0, 4_000_000.0),
+            (vec![3, 9], 20.0, 2_000_000.0),
+        ],
+        524_288,
+        0x40_0000,
+    );
+    let symbols = profile.symbols.as_mut().unwrap();
+    for names in symbols.names.values_mut() {
+        match names[0].as_str() {
+            "fn_1" => names[0] = HOSTILE_SCRIPT.to_string(),
+            "fn_3" => names[0] = HOSTILE_QUOTES.to_string(),
+            _ => {}
+        }
+    }
+    profile.scopes = vec![ScopeStack {
+        scope: HOSTILE_SCOPE.to_string(),
+        frames: profile.stacks[0].frames.clone(),
+        inuse: Estimate {
+            objects: 5.0,
+            bytes: 1_000_000.0,
+            ..Estimate::default()
+        },
+    }];
+    let path = dir.join("hostile.heap");
+    jeprof_dumpfmt::write::write_file(&profile, &path, &Default::default()).unwrap();
+    path
+}
+
+/// `<tag` elements in `html` (case-insensitive).
+fn elements(html: &str, tag: &str) -> usize {
+    html.to_ascii_lowercase()
+        .matches(&format!("<{tag}"))
+        .count()
+}
+
+#[test]
+fn names_holding_markup_render_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = hostile_dump(dir.path());
+    let html = html_of(std::slice::from_ref(&dump), dir.path());
+    let rows = page_site_rows(&html);
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(names, [HOSTILE_SCRIPT, HOSTILE_QUOTES]);
+    // Nothing unescaped anywhere (the flame graph, the table, the scopes, the title).
+    assert!(!html.contains(HOSTILE_SCRIPT) && !html.contains("<b>&"));
+    assert!(!html.contains("<img"));
+    assert!(html.contains("&lt;img src=x onerror=alert(2)&gt;"));
+    // Two scripts: inferno's and the page's own.
+    assert_eq!(elements(&html, "script"), 2);
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert_eq!(html_text("&lt;script&gt;"), "<script>");
+}
+
+#[test]
+fn chromium_renders_the_offline_file_with_hostile_names_as_text() {
+    let Some(chromium) = require_chromium() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dump = hostile_dump(dir.path());
+    let html = html_of(std::slice::from_ref(&dump), dir.path());
+    let file = dir.path().join("page.html");
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("page-offline.png");
+    let dom = headless_chromium(
+        &chromium,
+        &format!("file://{}", file.display()),
+        &screenshot,
+    )
+    .unwrap();
+    assert!(
+        dom.contains("<svg") && dom.contains("id=\"frames\""),
+        "{dom}"
+    );
+    // The rows as the report prints them, the hostile names as text.
+    assert_rows_are_the_report_s(&dom, &dump);
+    assert_eq!(page_site_rows(&dom)[0][0], HOSTILE_SCRIPT);
+    // No element was injected: as many scripts and images as the page itself has.
+    assert_eq!(elements(&dom, "script"), elements(&html, "script"));
+    assert_eq!(elements(&dom, "img"), 0);
+    assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    println!("screenshot: {}", screenshot.display());
+}
