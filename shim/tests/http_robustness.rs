@@ -37,7 +37,12 @@ fn bad_requests_get_their_4xx(addr: SocketAddr) {
         "unknown path",
         "unknown path",
     );
-    refused(client::get(addr, "/"), 404, "/debug/pprof/heap", "root");
+    refused(
+        client::get(addr, "/debug"),
+        404,
+        "/debug/pprof/heap",
+        "a path beside the page",
+    );
     refused(
         client::post(addr, "/debug/pprof/heap", b""),
         405,
