@@ -208,7 +208,7 @@ mod tests {
     use super::*;
 
     /// Each text with the command it follows.
-    const TEXTS: [(&str, &str); 9] = [
+    const TEXTS: [(&str, &str); 10] = [
         ("jeprof-compat", TOP),
         ("report", REPORT),
         ("merge", MERGE),
