@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peak RssAnon / RssFile growth and time of one dump, with and without in-process symbolization, on
-# tantivy built with `debug = 1` (profile release, ~70 MB of DWARF) and unoptimised with
-# `debug = 2` (profile fulldebug, ~0.5 GB). One line per process; the cost of symbolizing is a
+# tantivy built with `debug = 1` (profile release, ~70 MB of DWARF), and tantivy with DataFusion
+# built with `debug = 2` (profile fulldebug, feature datafusion, over 0.5 GB). One line per process; the cost of symbolizing is a
 # line `mode=on` less its `mode=off` neighbour.
 #
 #   bench/symbolize/run.sh [OLD_CHECKOUT]
@@ -13,9 +13,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/symbench-target}
-# Documents indexed: the unoptimised build indexes more slowly, and the dump is what is timed.
+# Documents indexed by each build.
 docs_release=${DOCS_RELEASE:-100000}
-docs_fulldebug=${DOCS_FULLDEBUG:-20000}
+docs_fulldebug=${DOCS_FULLDEBUG:-100000}
 runs=${RUNS:-3}
 old=${1:-}
 out=$(mktemp -d)
@@ -37,7 +37,9 @@ for profile in release fulldebug; do
     for entry in "${crates[@]}"; do
         name=${entry%%:*}
         dir=${entry#*:}
-        nice -n 19 cargo build --quiet --profile "$profile" --manifest-path "$dir/Cargo.toml"
+        features=()
+        [[ $profile == fulldebug ]] && features=(--features datafusion)
+        nice -n 19 cargo build --quiet --profile "$profile" "${features[@]}" --manifest-path "$dir/Cargo.toml"
         bin=$CARGO_TARGET_DIR/$profile/jeprof-symbench
         [[ $name == old ]] && bin=$bin-old
         debug=$(size -A "$bin" | awk '/^\.debug_/ {s += $2} END {print s}')

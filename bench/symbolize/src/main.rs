@@ -102,6 +102,33 @@ fn workload(docs: usize) -> tantivy::Result<(Index, usize)> {
     Ok((index, hits))
 }
 
+/// One SQL query (grouping, aggregates, string functions, sorting) planned and run by DataFusion;
+/// the number of rows it returned.
+#[cfg(feature = "datafusion")]
+fn sql_workload() -> usize {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let ctx = datafusion::prelude::SessionContext::new();
+        let frame = ctx
+            .sql(
+                "SELECT a % 7 AS k, count(*) AS n, sum(b) AS s, max(upper(c)) AS m \
+                 FROM (VALUES (1, 2.5, 'x'), (2, 3.5, 'y'), (3, 1.0, 'z'), (9, 4.0, 'w')) \
+                 AS t(a, b, c) GROUP BY a % 7 ORDER BY k",
+            )
+            .await
+            .expect("plan");
+        let batches = frame.collect().await.expect("run");
+        batches.iter().map(|b| b.num_rows()).sum()
+    })
+}
+
+#[cfg(not(feature = "datafusion"))]
+fn sql_workload() -> usize {
+    0
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 || !matches!(args[1].as_str(), "on" | "off") {
@@ -111,6 +138,7 @@ fn main() {
     let symbolize = args[1] == "on";
     let docs = args.get(3).and_then(|d| d.parse().ok()).unwrap_or(100_000);
     let (index, hits) = workload(docs).expect("the tantivy workload");
+    let rows = sql_workload();
     jeprof_shim::configure(&format!("symbolize:{symbolize}")).expect("symbolize setting");
 
     let (anon_before, file_before) = rss();
@@ -141,11 +169,12 @@ fn main() {
     let cost = jeprof_shim::stats().last_symbolization;
     let binary = std::fs::metadata("/proc/self/exe").map_or(0, |m| m.len());
     println!(
-        "mode={} binary_bytes={} docs={} hits={} anon_before={} anon_peak_growth={} anon_after_growth={} file_peak_growth={} dump_ms={:.1} addresses={} symbolizer_peak_bytes={} symbolizer_retained_bytes={}",
+        "mode={} binary_bytes={} docs={} hits={} sql_rows={} anon_before={} anon_peak_growth={} anon_after_growth={} file_peak_growth={} dump_ms={:.1} addresses={} symbolizer_peak_bytes={} symbolizer_retained_bytes={}",
         args[1],
         binary,
         docs,
         hits,
+        rows,
         anon_before,
         peak_anon.load(Ordering::Relaxed) as i64 - anon_before as i64,
         anon_after as i64 - anon_before as i64,
