@@ -1,16 +1,30 @@
-//! In-process symbolization at dump time, with its memory cost measured and released.
+//! In-process symbolization at dump time, in memory that does not grow with the debug info.
 //!
-//! `backtrace::resolve` parses the DWARF of every object it looks into and caches it; in other
-//! profilers such caches hold 100–400 MB and then dominate the very profile they help print. Here:
-//! it runs inside the re-entrancy guard (so none of it is sampled), its peak is measured with
-//! jemalloc's per-thread counters (`thread.allocatedp` / `thread.deallocatedp`, read between
-//! lookups), and `backtrace::clear_symbol_cache()` drops the caches right after.
+//! Symbolizers built on whole-object caches (backtrace's, addr2line's `Context`) keep every
+//! compilation unit they have looked into; in other profilers they hold 100–400 MB, at the very
+//! moment a dump is taken to chase memory. Here each loaded object's file is mapped read-only
+//! ([`objects`]: file-backed pages, which the kernel can drop, not the process's anonymous
+//! memory); the addresses are sorted, and the DWARF is read one compilation unit at a time,
+//! each unit dropped before the next ([`dwarf`]); the names of the ELF symbol table fill in
+//! where the DWARF has none, in one pass over the table. What is allocated at once is one unit's
+//! abbreviations and line-program header, the frames found, and any compressed sections
+//! (at most [`objects::DECOMPRESSED_BUDGET`] per object; beyond it, symbol-table names only).
+//! The names equal backtrace's for the same addresses: the same frames (innermost inlined
+//! function first), the same demangling (`backtrace::SymbolName`), the same debug files
+//! (`/usr/lib/debug/.build-id`, `.gnu_debuglink`).
+//!
+//! It runs inside the re-entrancy guard (so none of it is sampled), and its peak is measured
+//! with jemalloc's per-thread counters (`thread.allocatedp` / `thread.deallocatedp`, read after
+//! each unit that held addresses, while its data is alive).
 //!
 //! What *is* kept is the names found ([`NAMES`], at most [`MAX_CACHED_ADDRESSES`] addresses): a
-//! profile served every few seconds names the same few thousand addresses each time, and parsing
-//! the debug info again for them would cost the same peak and hundreds of milliseconds per
-//! request. Only addresses not named before are looked up; the names are dropped when a shared
-//! object was unloaded since (its addresses may now hold other code).
+//! profile served every few seconds names the same few thousand addresses each time, and reading
+//! the debug info again for them would cost the same time per request. Only addresses not named
+//! before are looked up; the names are dropped when a shared object was unloaded since (its
+//! addresses may now hold other code).
+
+mod dwarf;
+mod objects;
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -27,15 +41,16 @@ use crate::base::sync::lock;
 pub struct SymbolizerCost {
     /// Addresses looked up in the debug info (those named by an earlier symbolization are not).
     pub addresses: usize,
-    /// Highest net bytes allocated by the dumping thread during symbolization (debug-info caches
-    /// and names), sampled between lookups.
+    /// Highest net bytes allocated by the dumping thread during symbolization (one unit's
+    /// debug-info structures, decompressed sections and the names), sampled after each unit.
     pub peak_bytes: u64,
-    /// Net bytes still allocated after `backtrace::clear_symbol_cache()` (the names themselves).
+    /// Net bytes still allocated when it returns (the names themselves, and their cached copy).
     pub retained_bytes: u64,
 }
 
-/// Serialises symbolization (backtrace's caches are process-wide) and is held across `fork`, so a
-/// child never inherits the backtrace crate's lock held by another thread.
+/// Serialises symbolization (one lookup at a time keeps the memory bound one unit's, and the
+/// name cache consistent) and is held across `fork`, so a child never inherits [`NAMES`] or a
+/// lookup half done by another thread.
 pub(crate) static SYMBOLIZE_LOCK: Mutex<()> = Mutex::new(());
 
 /// The most addresses whose names are kept between symbolizations (a few MiB of names); beyond it
@@ -134,37 +149,32 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
     let base = counters.as_ref().map_or(0, ThreadCounters::net);
     let mut peak = 0i64;
     let mut names = BTreeMap::new();
-    let mut looked_up = 0;
     let mut lines = BTreeMap::new();
+    let mut missing = Vec::new();
     for &key in keys {
-        if let Some((list, positions)) = cache.names.get(&key) {
-            if !list.is_empty() {
-                names.insert(key, list.clone());
+        match cache.names.get(&key) {
+            Some((list, positions)) => {
+                if !list.is_empty() {
+                    names.insert(key, list.clone());
+                }
+                if positions.iter().any(Option::is_some) {
+                    lines.insert(key, positions.clone());
+                }
             }
-            if positions.iter().any(Option::is_some) {
-                lines.insert(key, positions.clone());
-            }
-            continue;
+            None => missing.push(key),
         }
-        looked_up += 1;
-        let mut list = Vec::new();
-        let mut positions = Vec::new();
-        // backtrace::resolve subtracts one from the address it is given (it expects return
-        // addresses); our keys already point into the call, so add it back.
-        backtrace::resolve(key.wrapping_add(1) as usize as *mut c_void, |symbol| {
-            if let Some(name) = symbol.name() {
-                list.push(format!("{name:#}"));
-                // The position goes with its name (innermost first, as the names): reports by
-                // line and `--list` read it back from the dump (`docs/design.md` §6).
-                positions.push(match (symbol.filename(), symbol.lineno()) {
-                    (Some(file), Some(line)) => Some(SourceLine {
-                        file: file.display().to_string(),
-                        line,
-                    }),
-                    _ => None,
-                });
-            }
-        });
+    }
+    missing.sort_unstable();
+    missing.dedup();
+    let looked_up = missing.len();
+    let mut observe = || {
+        if let Some(c) = &counters {
+            peak = peak.max(c.net() - base);
+        }
+    };
+    let found = lookup(&missing, &mut observe);
+    observe();
+    for (key, (list, positions)) in missing.into_iter().zip(found) {
         if keys.len() <= MAX_CACHED_ADDRESSES {
             cache.names.insert(key, (list.clone(), positions.clone()));
         }
@@ -174,11 +184,7 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
             }
             names.insert(key, list);
         }
-        if let Some(c) = &counters {
-            peak = peak.max(c.net() - base);
-        }
     }
-    backtrace::clear_symbol_cache();
     let retained = counters.as_ref().map_or(0, |c| c.net() - base);
     let binary = std::fs::read_link("/proc/self/exe")
         .ok()
@@ -200,6 +206,110 @@ pub(crate) fn symbol_table(keys: &[u64]) -> (SymbolTable, SymbolizerCost) {
         },
         cost,
     )
+}
+
+/// The names of one address (innermost first) and the source position of each.
+type Names = (Vec<String>, Vec<Option<SourceLine>>);
+
+/// Names for each of `keys` (sorted, distinct), in the same order; empty where nothing names it.
+/// `observe` is called while the most is allocated (after each unit, each decompression).
+fn lookup(keys: &[u64], observe: &mut dyn FnMut()) -> Vec<Names> {
+    let mut out = vec![(Vec::new(), Vec::new()); keys.len()];
+    let libraries = objects::loaded();
+    // (object, its address, position in `keys`): grouped by object, sorted by address.
+    let mut placed: Vec<(usize, u64, usize)> = keys
+        .iter()
+        .enumerate()
+        .filter_map(|(k, &key)| {
+            libraries
+                .iter()
+                .enumerate()
+                .find_map(|(l, library)| library.svma(key).map(|svma| (l, svma, k)))
+        })
+        .collect();
+    placed.sort_unstable();
+    for group in placed.chunk_by(|a, b| a.0 == b.0) {
+        name_in_object(&libraries[group[0].0], group, &mut out, observe);
+    }
+    out
+}
+
+/// Names `group`'s addresses (one object's, sorted) into `out`: frames from the DWARF (of the
+/// separate debug file if there is one), the symbol table's name where the DWARF gives a frame
+/// without a name or no frame at all, as backtrace does.
+fn name_in_object(
+    library: &objects::Library,
+    group: &[(usize, u64, usize)],
+    out: &mut [Names],
+    observe: &mut dyn FnMut(),
+) {
+    let Some(file) = objects::Mapping::open(&library.path) else {
+        return;
+    };
+    let Some(elf) = objects::ElfFile::parse(file.bytes()) else {
+        return;
+    };
+    let debug_file = elf
+        .debug_file(&library.path)
+        .and_then(|path| objects::Mapping::open(&path));
+    let debug_elf = debug_file
+        .as_ref()
+        .and_then(|m| objects::ElfFile::parse(m.bytes()));
+    let source = debug_elf.as_ref().unwrap_or(&elf);
+    let mut probes: Vec<dwarf::Probe> = group
+        .iter()
+        .map(|&(_, svma, _)| dwarf::Probe { svma, frames: None })
+        .collect();
+    if source.has_dwarf() {
+        if let Some(decompressed) = source.decompress() {
+            observe();
+            dwarf::find_frames(&source.dwarf(&decompressed), &mut probes, observe);
+        }
+    }
+    let needs_symbol = |p: &dwarf::Probe| {
+        p.frames
+            .as_ref()
+            .is_none_or(|frames| frames.iter().any(|f| f.name.is_none()))
+    };
+    let wanted: Vec<u64> = probes
+        .iter()
+        .filter(|p| needs_symbol(p))
+        .map(|p| p.svma)
+        .collect();
+    let mut symbols = source.symbol_names(&wanted).into_iter();
+    for (probe, &(_, _, k)) in probes.into_iter().zip(group) {
+        let symbol = if needs_symbol(&probe) {
+            symbols
+                .next()
+                .flatten()
+                .map(|raw| format!("{:#}", backtrace::SymbolName::new(raw)))
+        } else {
+            None
+        };
+        let (names, positions) = &mut out[k];
+        match probe.frames {
+            Some(frames) => {
+                for frame in frames {
+                    let Some(name) = frame.name.or_else(|| symbol.clone()) else {
+                        continue;
+                    };
+                    names.push(name);
+                    // The position goes with its name (innermost first, as the names): reports
+                    // by line and `--list` read it back from the dump (`docs/design.md` §6).
+                    positions.push(match (frame.file, frame.line) {
+                        (Some(file), Some(line)) => Some(SourceLine { file, line }),
+                        _ => None,
+                    });
+                }
+            }
+            None => {
+                if let Some(name) = symbol {
+                    names.push(name);
+                    positions.push(None);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
