@@ -10,7 +10,7 @@
 mod client;
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -32,15 +32,6 @@ const INTERVAL: u64 = 32 << 20;
 
 /// Seconds any one step may take.
 const STEP_LIMIT: Duration = Duration::from_secs(240);
-
-/// A loopback port free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Whether `tool` is on `PATH`.
 fn on_path(tool: &str) -> bool {
@@ -114,7 +105,10 @@ fn redis_server_preloaded_answers_the_benchmark_and_dumps_at_exit() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (port, http_port) = (free_port(), free_port());
+    let (port, http_port) = (
+        jeprof_conformance::free_port(),
+        jeprof_conformance::free_port(),
+    );
     let pattern = dir.path().join("redis.%p.prof");
     let mut command = preloaded(
         Command::new("redis-server"),

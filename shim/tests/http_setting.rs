@@ -5,22 +5,13 @@
 #[path = "common/http.rs"]
 mod client;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
 #[global_allocator]
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
-
-/// A loopback port free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The child started with `JEPROF_SHIM=service:checkout,http:127.0.0.1:<port>`.
 fn child_from_environment(port: u16) {
@@ -82,7 +73,7 @@ fn main() {
         return;
     }
     client::watchdog(Duration::from_secs(120), "http_setting");
-    let port = free_port();
+    let port = jeprof_conformance::free_port();
     let out = run_child(
         "environment",
         port,
@@ -93,7 +84,7 @@ fn main() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = run_child("configure", free_port(), None);
+    let out = run_child("configure", jeprof_conformance::free_port(), None);
     assert!(
         out.status.success(),
         "{}",

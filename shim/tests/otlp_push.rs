@@ -23,15 +23,6 @@ static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
 /// Attempts per profile the pusher makes at most (its documented bound).
 const MAX_ATTEMPTS: u64 = 4;
 
-/// A loopback port free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Buffers that stay live, allocated under a name the profile must show.
 #[inline(never)]
 fn hold_buffers_for_the_collector() -> Vec<Vec<u8>> {
@@ -233,7 +224,7 @@ fn child_receives(port: u16) {
 
 /// A collector whose port is closed: every attempt fails at once; the program goes on.
 fn child_dead_collector() {
-    let port = free_port();
+    let port = jeprof_conformance::free_port();
     jeprof_shim::configure(&format!(
         "otlp_push:http://127.0.0.1:{port},otlp_interval:0.2"
     ))
@@ -314,7 +305,7 @@ fn main() {
         return;
     }
     client::watchdog(Duration::from_secs(300), "otlp_push");
-    let port = free_port();
+    let port = jeprof_conformance::free_port();
     run_child(
         "receives",
         port,

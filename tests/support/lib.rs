@@ -133,6 +133,16 @@ pub fn in_ci() -> bool {
     std::env::var("CI").as_deref() == Ok("true")
 }
 
+/// A loopback port that was free a moment ago, for a test's server or a setting that names one
+/// (the port is released before it is used, so another process could take it in between: the
+/// tests accept that rare race rather than pass a listening socket into code that binds its own).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding a loopback port")
+}
+
 /// `go`, for the tests that check what we serve and write with `go tool pprof` (Debian's
 /// `golang-go`): the first that runs of `go` on `PATH` and `/usr/lib/go/bin/go` (where Debian
 /// installs it, linked from `/usr/bin` only by some images). When there is none: a panic under

@@ -66,13 +66,11 @@ fn report_html(
     symbolize: &SymbolizeOptions,
     policy: &ReadPolicy<'_>,
 ) -> anyhow::Result<()> {
-    if args.views.needs_whole_dumps(&args.dumps) {
-        anyhow::bail!(
-            "--html reads dump files with the plain table only (no URL, --base, --thread, \
-             --callgrind, --list, --dot or --svg); a running process with the shim's listener \
-             serves the same page at /"
-        );
-    }
+    plain_table_only(
+        args,
+        "--html",
+        "a running process with the shim's listener serves the same page at /",
+    )?;
     let page = jeprof_compat::page::page_files(&args.dumps, symbolize, options, policy)?;
     let text = jeprof_page::render(&page);
     write_output(html, |out| {
@@ -90,11 +88,11 @@ fn report_allocator(
     symbolize: &SymbolizeOptions,
     policy: &ReadPolicy<'_>,
 ) -> anyhow::Result<()> {
-    if args.views.needs_whole_dumps(&args.dumps) {
-        anyhow::bail!(
-            "--allocator reads dump files with the plain table only (no URL, --base, --thread,              --callgrind, --list, --dot or --svg); for a running process, fetch              /debug/pprof/allocator from its listener"
-        );
-    }
+    plain_table_only(
+        args,
+        "--allocator",
+        "for a running process, fetch /debug/pprof/allocator from its listener",
+    )?;
     let figures = report::allocator_files(&args.dumps, policy)?;
     let table = report::build_files(&args.dumps, symbolize, options, policy)?;
     if table.prints_perl_overflow(options) {
@@ -177,4 +175,16 @@ fn report_scopes(
         }
         out.write_all(report::format_text(&table, options).as_bytes())
     })
+}
+
+/// `--html` and `--allocator` read dump files and print beside the plain table: refused with the
+/// options that need jeprof's whole-dump views (or a URL), saying what to use instead.
+fn plain_table_only(args: &ReportArgs, flag: &str, instead: &str) -> anyhow::Result<()> {
+    if args.views.needs_whole_dumps(&args.dumps) {
+        anyhow::bail!(
+            "{flag} reads dump files with the plain table only (no URL, --base, --thread, \
+             --callgrind, --list, --dot or --svg); {instead}"
+        );
+    }
+    Ok(())
 }
