@@ -9,10 +9,11 @@
 # With OLD_CHECKOUT (a checkout of an older commit, e.g. `git worktree add ../symold 6b682ca`), the
 # same program is also built against that checkout's shim (a copy of this crate in
 # $CARGO_TARGET_DIR/old-crate whose path dependency points there) and measured side by side.
-# Builds under `nice -n 19` into CARGO_TARGET_DIR (default /work/symbench-target); never run by CI.
+# Builds under `nice -n 19` into CARGO_TARGET_DIR (default: the workspace's target/symbench; both
+# builds, old and new, took 9.6 GB there); never run by CI.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/symbench-target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$here/../../target/symbench}
 # Documents indexed by each build.
 docs_release=${DOCS_RELEASE:-100000}
 docs_fulldebug=${DOCS_FULLDEBUG:-100000}
