@@ -293,7 +293,6 @@ fn main() {
     serving_is_not_the_services_memory();
     drop(live);
     server.shutdown();
-    std::thread::sleep(Duration::from_millis(100));
     assert!(
         client::get(addr, "/pprof/cmdline").is_err(),
         "still serving after shutdown"

@@ -66,6 +66,9 @@ pub const READ_DEADLINE: Duration = Duration::from_secs(10);
 pub const MAX_CONNECTIONS: usize = 512;
 /// The fewest connections the loop holds, whatever the descriptor limit.
 const MIN_CONNECTIONS: usize = 16;
+/// The longest [`Server::shutdown`] waits for the event loop to close its sockets (it returns
+/// within one turn of the loop, milliseconds, unless the machine is starved).
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// The time a worker has to write a response.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
 /// The time a refusal written by the loop has to go out.
@@ -95,6 +98,10 @@ pub struct Server {
     addr: SocketAddr,
     max_connections: usize,
     waker: Waker,
+    /// Disconnected when the event loop has returned and closed its sockets (nothing is sent).
+    stopped: Receiver<()>,
+    /// The process that started the loop: a forked child has no loop thread to wait for.
+    pid: u32,
 }
 
 impl Server {
@@ -112,9 +119,15 @@ impl Server {
     }
 
     /// Stops accepting and closes the connections still sending their requests; requests already
-    /// received are still answered.
+    /// received are still answered. Returns once the listening socket is closed, so a connection
+    /// made afterwards is refused (waiting at most [`SHUTDOWN_WAIT`]; not at all in a forked
+    /// child, which has no loop thread).
     pub fn shutdown(self) {
         let _ = self.waker.wake();
+        if std::process::id() == self.pid {
+            // Err(Disconnected) when the loop has returned, Err(Timeout) after the bound.
+            let _ = self.stopped.recv_timeout(SHUTDOWN_WAIT);
+        }
     }
 }
 
@@ -156,13 +169,21 @@ pub fn serve(addr: impl ToSocketAddrs) -> io::Result<Server> {
         // stacks (`tests/http_go_pprof.rs` names such a function).
         scratch: Box::new([0; SCRATCH_BYTES]),
     };
+    let (done, stopped) = mpsc::sync_channel::<()>(0);
     std::thread::Builder::new()
         .name("jeprof-http".into())
-        .spawn(move || event_loop.run())?;
+        .spawn(move || {
+            // `run` consumes the loop: its listener and connections are closed when it returns,
+            // before `done` is dropped and `shutdown` returns.
+            event_loop.run();
+            drop(done);
+        })?;
     Ok(Server {
         addr,
         max_connections,
         waker,
+        stopped,
+        pid: std::process::id(),
     })
 }
 

@@ -52,5 +52,6 @@ pub use handlers::{
 };
 pub(crate) use listener::start_configured as listener_for_settings;
 pub use listener::{
-    serve, Server, MAX_CONNECTIONS, MAX_HEAD, QUEUE, READ_DEADLINE, WORKERS, WRITE_DEADLINE,
+    serve, Server, MAX_CONNECTIONS, MAX_HEAD, QUEUE, READ_DEADLINE, SHUTDOWN_WAIT, WORKERS,
+    WRITE_DEADLINE,
 };
