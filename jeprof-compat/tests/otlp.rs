@@ -18,19 +18,8 @@ use jeprof_dumpfmt::{write, WriteOptions};
 
 /// The workspace's Python with `opentelemetry.proto` importable, or `None` (skip) outside CI.
 fn python() -> Option<PathBuf> {
-    let python = std::env::var_os("JEPROF_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/pyenv/bin/python3")
-        });
-    let ok = python.is_file()
-        && Command::new(&python)
-            .args([
-                "-c",
-                "import opentelemetry.proto.collector.profiles.v1development",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success());
+    let (python, ok) =
+        common::workspace_python(&["opentelemetry.proto.collector.profiles.v1development"]);
     if ok {
         return Some(python);
     }

@@ -26,17 +26,7 @@ use jeprof_dumpfmt::math::{confidence_interval_95, SampleWeight};
 
 /// The workspace's Python with `modules` importable, or `None` (skip) where it is missing outside CI.
 fn python_with(modules: &[&str], also_java: bool) -> Option<PathBuf> {
-    let python = std::env::var_os("JEPROF_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/pyenv/bin/python3")
-        });
-    let imports = format!("import {}", modules.join(", "));
-    let python_ok = python.is_file()
-        && Command::new(&python)
-            .args(["-c", &imports])
-            .output()
-            .is_ok_and(|o| o.status.success());
+    let (python, python_ok) = common::workspace_python(modules);
     let java_ok = !also_java
         || Command::new("java")
             .arg("-version")

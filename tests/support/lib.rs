@@ -151,25 +151,19 @@ pub fn require_go() -> Option<PathBuf> {
     static GO: OnceLock<Option<PathBuf>> = OnceLock::new();
     let go = GO.get_or_init(|| {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
-            .chain([PathBuf::from("/usr/lib/go/bin")])
-            .map(|dir| dir.join("go"))
-            .filter(|go| go.is_file())
-            .find(|go| {
-                Command::new(go)
-                    .arg("version")
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            })
+        first_that_runs(
+            std::env::split_paths(&path)
+                .chain([PathBuf::from("/usr/lib/go/bin")])
+                .map(|dir| dir.join("go")),
+            "version",
+        )
     });
-    if go.is_none() {
-        assert!(
-            !in_ci(),
-            "CI=true and `go` is neither on PATH nor in /usr/lib/go/bin: apt-get install golang-go"
-        );
-        eprintln!("notice: `go` is not installed (apt-get install golang-go): skipping the go tool pprof checks");
-    }
-    go.clone()
+    required(
+        go,
+        "`go` is neither on PATH nor in /usr/lib/go/bin",
+        "golang-go",
+        "the go tool pprof checks",
+    )
 }
 
 /// Debian's `chromium`, for the tests that load our HTML page in a real browser: the first of
@@ -179,24 +173,43 @@ pub fn require_chromium() -> Option<PathBuf> {
     static CHROMIUM: OnceLock<Option<PathBuf>> = OnceLock::new();
     let chromium = CHROMIUM.get_or_init(|| {
         let path = std::env::var_os("PATH").unwrap_or_default();
-        std::env::split_paths(&path)
-            .flat_map(|dir| [dir.join("chromium"), dir.join("chromium-browser")])
-            .filter(|c| c.is_file())
-            .find(|c| {
-                Command::new(c)
-                    .arg("--version")
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            })
+        first_that_runs(
+            std::env::split_paths(&path)
+                .flat_map(|dir| [dir.join("chromium"), dir.join("chromium-browser")]),
+            "--version",
+        )
     });
-    if chromium.is_none() {
-        assert!(
-            !in_ci(),
-            "CI=true and `chromium` is not on PATH: apt-get install chromium"
-        );
-        eprintln!("notice: `chromium` is not installed (apt-get install chromium): skipping the browser checks");
+    required(
+        chromium,
+        "`chromium` is not on PATH",
+        "chromium",
+        "the browser checks",
+    )
+}
+
+/// The first of `candidates` that is a file and exits successfully when run with `arg`.
+fn first_that_runs(candidates: impl Iterator<Item = PathBuf>, arg: &str) -> Option<PathBuf> {
+    candidates.filter(|c| c.is_file()).find(|c| {
+        Command::new(c)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// `found`, or, when a required tool is missing, a panic under `CI=true` ([`in_ci`]) naming the
+/// Debian package to install, else a notice on stderr saying what is skipped.
+fn required(
+    found: &Option<PathBuf>,
+    missing: &str,
+    package: &str,
+    skipped: &str,
+) -> Option<PathBuf> {
+    if found.is_none() {
+        assert!(!in_ci(), "CI=true and {missing}: apt-get install {package}");
+        eprintln!("notice: {missing} (apt-get install {package}): skipping {skipped}");
     }
-    chromium.clone()
+    found.clone()
 }
 
 /// Headless `chromium` on `url` with a fresh profile directory and nothing fetched beyond the

@@ -12,6 +12,23 @@ pub fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/compat")
 }
 
+/// The workspace's Python (`$JEPROF_PYTHON`, else `target/pyenv/bin/python3`, where `.ci/run`
+/// installs the PyPI packages the tests use), and whether `import MODULES` succeeds in it.
+pub fn workspace_python(modules: &[&str]) -> (PathBuf, bool) {
+    let python = std::env::var_os("JEPROF_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/pyenv/bin/python3")
+        });
+    let imports = format!("import {}", modules.join(", "));
+    let ok = python.is_file()
+        && Command::new(&python)
+            .args(["-c", &imports])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    (python, ok)
+}
+
 /// The real jemalloc dump in `shared/real-dumps/` (beside the project root), if present. CI has it;
 /// under `CI=true` its absence is a failure.
 pub fn real_dump() -> Option<PathBuf> {
