@@ -205,15 +205,21 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
         }
     }
 
+    /// Two calls of the slow path, each with its `expired` a constant, so that nothing of the
+    /// countdown stays live across the range check: the countdown is one subtract from memory,
+    /// not a load, a copy, a subtract and a store with the old value kept for the slow path.
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let expired = sampler::countdown_expired(new_size);
-        if !expired && !self.range.contains(ptr) {
-            // SAFETY: forwarded GlobalAlloc contract; ptr came from the inner allocator.
-            return unsafe { self.inner.realloc(ptr, layout, new_size) };
+        if sampler::countdown_expired(new_size) {
+            // SAFETY: forwarded GlobalAlloc contract.
+            return unsafe { self.realloc_slow(ptr, layout, new_size, true) };
         }
-        // SAFETY: forwarded GlobalAlloc contract.
-        unsafe { self.realloc_slow(ptr, layout, new_size, expired) }
+        if self.range.contains(ptr) {
+            // SAFETY: forwarded GlobalAlloc contract.
+            return unsafe { self.realloc_slow(ptr, layout, new_size, false) };
+        }
+        // SAFETY: forwarded GlobalAlloc contract; ptr came from the inner allocator.
+        unsafe { self.inner.realloc(ptr, layout, new_size) }
     }
 }
 
