@@ -60,6 +60,18 @@ pub unsafe trait Countdown {
     fn word() -> *mut u64;
 }
 
+/// `ptr`, after a compiler fence. The slow paths are `extern "C"` so that they cannot unwind: a
+/// call to one needs no landing pad, and the exported function sets up no frame on its fast path
+/// (with a landing pad, every call paid a push and a pop). The fence after the call keeps it from
+/// becoming a tail call: the exported function's frame must be on the stack while the slow path
+/// captures it, as the sampled stacks start there (`malloc`, `calloc`, … by name).
+#[inline(always)]
+fn framed(ptr: *mut c_void) -> *mut c_void {
+    // Ordering: pairs with nothing; only the fence's place after the call matters.
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    ptr
+}
+
 /// Makes `C`'s word the countdown the profiler's slow path, guards and restarts work on (once
 /// per slow path: a relaxed store of the same pointer).
 #[inline]
@@ -76,6 +88,7 @@ static RANGE: sampled_arena::RangeCopy = sampled_arena::RangeCopy::new();
 /// What a slow-path allocation falls back to when it is not sampled: the C entry point of
 /// jemalloc that has the caller's semantics.
 #[derive(Clone, Copy)]
+#[repr(C)]
 enum Plain {
     Malloc,
     Calloc,
@@ -122,7 +135,7 @@ fn set_errno(value: c_int) {
 /// `plain`'s alignment, if any, is a power of two.
 #[cold]
 #[inline(never)]
-unsafe fn alloc_slow<C: Countdown>(size: usize, plain: Plain) -> *mut c_void {
+unsafe extern "C" fn alloc_slow<C: Countdown>(size: usize, plain: Plain) -> *mut c_void {
     // The unwinders skip this frame and the ones it calls: stacks start in the caller's frame.
     let marker = 0u8;
     let marker = std::hint::black_box(&marker) as *const u8 as usize;
@@ -156,7 +169,7 @@ unsafe fn alloc_slow<C: Countdown>(size: usize, plain: Plain) -> *mut c_void {
 pub unsafe fn malloc<C: Countdown>(size: usize) -> *mut c_void {
     if C::expired(size) {
         // SAFETY: Malloc has no alignment.
-        return unsafe { alloc_slow::<C>(size, Plain::Malloc) };
+        return framed(unsafe { alloc_slow::<C>(size, Plain::Malloc) });
     }
     // SAFETY: jemalloc's malloc accepts any size and sets errno on failure.
     unsafe { jem::malloc(size) }
@@ -175,7 +188,7 @@ pub unsafe fn calloc<C: Countdown>(count: usize, size: usize) -> *mut c_void {
     };
     if C::expired(total) {
         // SAFETY: Calloc has no alignment.
-        return unsafe { alloc_slow::<C>(total, Plain::Calloc) };
+        return framed(unsafe { alloc_slow::<C>(total, Plain::Calloc) });
     }
     // SAFETY: jemalloc's calloc zeroes and sets errno on failure.
     unsafe { jem::calloc(1, total) }
@@ -190,7 +203,7 @@ pub unsafe fn calloc<C: Countdown>(count: usize, size: usize) -> *mut c_void {
 unsafe fn alloc_aligned<C: Countdown>(align: usize, size: usize) -> *mut c_void {
     if C::expired(size) {
         // SAFETY: align is a power of two (caller contract).
-        return unsafe { alloc_slow::<C>(size, Plain::Aligned(align)) };
+        return framed(unsafe { alloc_slow::<C>(size, Plain::Aligned(align)) });
     }
     // SAFETY: align is a power of two (caller contract).
     unsafe { jem::aligned_alloc(align, size) }
@@ -299,11 +312,21 @@ pub unsafe fn pvalloc<C: Countdown>(size: usize) -> *mut c_void {
 pub unsafe fn free(ptr: *mut c_void) {
     if RANGE.contains(ptr.cast()) {
         // SAFETY: ptr lies in the sampled arena, so this module's slow path allocated it there.
-        unsafe { sampled_path::free_sampled_unsized(ptr.cast()) };
-        return;
+        return unsafe { free_sampled(ptr) };
     }
     // SAFETY: ptr is NULL or jemalloc's (caller contract; not the sampled arena's).
     unsafe { jem::free(ptr) }
+}
+
+/// A sampled block's free: forgotten by the profile, returned to the sampled arena.
+///
+/// # Safety
+/// `ptr` is a live block of the sampled arena, freed once.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn free_sampled(ptr: *mut c_void) {
+    // SAFETY: forwarded contract.
+    unsafe { sampled_path::free_sampled_unsized(ptr.cast()) }
 }
 
 /// `realloc(ptr, size)`: `malloc(size)` for a NULL `ptr`; frees `ptr` and returns NULL for size 0
@@ -326,7 +349,7 @@ pub unsafe fn realloc<C: Countdown>(ptr: *mut c_void, size: usize) -> *mut c_voi
         return unsafe { jem::realloc(ptr, size) };
     }
     // SAFETY: forwarded contract.
-    unsafe { realloc_slow::<C>(ptr, size, expired) }
+    framed(unsafe { realloc_slow::<C>(ptr, size, expired) })
 }
 
 /// `realloc(ptr, 0)`: `malloc(0)` for a NULL `ptr`, else frees `ptr` and returns NULL.
@@ -335,7 +358,7 @@ pub unsafe fn realloc<C: Countdown>(ptr: *mut c_void, size: usize) -> *mut c_voi
 /// As for [`realloc`].
 #[cold]
 #[inline(never)]
-unsafe fn realloc_to_zero<C: Countdown>(ptr: *mut c_void) -> *mut c_void {
+unsafe extern "C" fn realloc_to_zero<C: Countdown>(ptr: *mut c_void) -> *mut c_void {
     if ptr.is_null() {
         // SAFETY: as for malloc.
         return unsafe { malloc::<C>(0) };
@@ -353,7 +376,11 @@ unsafe fn realloc_to_zero<C: Countdown>(ptr: *mut c_void) -> *mut c_void {
 /// As for [`realloc`]; `size` is not 0.
 #[cold]
 #[inline(never)]
-unsafe fn realloc_slow<C: Countdown>(ptr: *mut c_void, size: usize, expired: bool) -> *mut c_void {
+unsafe extern "C" fn realloc_slow<C: Countdown>(
+    ptr: *mut c_void,
+    size: usize,
+    expired: bool,
+) -> *mut c_void {
     let marker = 0u8;
     let marker = std::hint::black_box(&marker) as *const u8 as usize;
     enter_slow_path::<C>();
