@@ -74,7 +74,8 @@ impl ThreadState {
         // slow path stores it before reading the countdown. A thread that has had none, and no
         // happens-before edge from one, may read null in a guard and park its own cell instead:
         // then an allocation inside the guard that exhausts the C entry's word takes the slow
-        // path, which stores the pointer and parks the word; the guard's end restores it.
+        // path, which stores the pointer and parks the word, and the guard's end sets the word
+        // to the cell's parked value (0 for such a thread), so its next allocation redraws.
         let word = OUTSIDE_COUNTDOWN.load(Ordering::Relaxed);
         if word.is_null() {
             return &self.countdown;
