@@ -1,7 +1,7 @@
 //! The thread's sample countdown, in initial-exec thread-local storage.
 //!
 //! Stable Rust gives a shared library's thread-locals the general-dynamic TLS model: every access
-//! calls the loader's `__tls_get_addr` (about 20 instructions, and a call, on each `malloc`).
+//! calls the loader's `__tls_get_addr` (a call and about ten instructions on each `malloc`).
 //! The countdown is instead a C thread-local declared initial-exec (`src/countdown.c`, built by
 //! `build.rs`), as jemalloc declares its own thread state (`JEMALLOC_TLS_MODEL`): the loader
 //! writes the word's offset from the thread pointer into the GOT at load, and the fast path
