@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The shim and the preload library on aarch64 Linux, cross-built on x86_64 and run under qemu
+# (`bash .ci/aarch64.sh`, alone or from .ci/run). Installs what it needs when missing, with apt (as
+# root or with sudo): the arm64 architecture, Debian's rustc-web and cargo-web (1.96) with the
+# aarch64 standard library (libstd-rust-web-dev:arm64: rustup cannot fetch targets here), the
+# cross C compiler and C library (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross) and qemu-user.
+#
+# Builds into target/aarch64 (its own directory: another compiler than the host builds') only the
+# test binaries it runs, and runs them under `qemu-aarch64 -cpu max` (`-cpu max` emulates pointer
+# authentication, so `-mbranch-protection=standard` code really signs its return addresses). A
+# test that starts a binary of the target (its own, re-run as a child; a C test program) starts it
+# under the same runner (jeprof_conformance::target_command); host tools (perl for the real
+# jeprof, go, curl, chromium) run as they are.
+#
+# What runs: the shim's unit tests and every integration test below; the preload library's C
+# program (preload/tests/c_program.rs: built -O2 -fomit-frame-pointer -mbranch-protection=standard
+# with aarch64-linux-gnu-gcc; its stacks equal libgcc's, its figures cover the truth, its dump says
+# `shim_unwinder: eh_frame`); the sampled arena's memory per sample (demo/tests/
+# sampled_arena_pages.rs) with jemalloc's 4 KiB pages and again with 64 KiB pages
+# (JEMALLOC_SYS_WITH_LG_PAGE=16, into target/aarch64/lg-page-16: only the shim and jemalloc are
+# built a second time).
+#
+# What cannot run under qemu here, and why (the script prints this list too):
+#   - preload/tests/fork_exec.rs: the test program execs itself (/proc/self/exe); qemu-user passes
+#     an exec to the host kernel, which runs an aarch64 image only through a binfmt_misc
+#     registration for qemu, and a CI container can neither rely on nor make one.
+#   - preload/tests/redis_server.rs: it preloads the library into Debian's redis-server, which is
+#     the host's (x86_64); an arm64 redis-server cannot be installed beside it.
+#   - preload/tests/cxx_program.rs: it needs a C++ cross compiler (g++-aarch64-linux-gnu), not among
+#     the packages above; its unwinding is the C program's, its demangling is the host's code.
+#   - shim/tests/coexistence.rs: pprof-rs's SIGPROF timer counts host CPU time, and under qemu a
+#     signal handler that unwinds takes long enough that the timer starves the program.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { echo "==> aarch64: $* [$(date -u +%H:%M:%S), ${SECONDS} s in]"; }
+
+TARGET=aarch64-unknown-linux-gnu
+missing=()
+dpkg --print-foreign-architectures | grep -qx arm64 || missing+=(arch:arm64)
+[ -x /usr/bin/cargo ] || missing+=(cargo-web)
+[ -x /usr/bin/rustc ] || missing+=(rustc-web)
+{ [ -d /usr/lib/rustlib/$TARGET/lib ] && [ -e /lib/ld-linux-aarch64.so.1 ]; } || missing+=(libstd-rust-web-dev:arm64)
+command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+[ -e /usr/aarch64-linux-gnu/lib/libc.so ] || missing+=(libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
+if [ "${#missing[@]}" -gt 0 ]; then
+  step "installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO dpkg --add-architecture arm64
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
+    qemu-user >/dev/null
+fi
+
+# Debian's toolchain, not rustup's (which has no aarch64 standard library here).
+export PATH="/usr/bin:$PATH"
+export CARGO_TARGET_DIR="$PWD/target/aarch64"
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+# The runner stays in the environment: the tests read it to start their own aarch64 children.
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -cpu max"
+# The emulated programs load the arm64 C library that libstd-rust-web-1.96:arm64 depends on
+# (libc6:arm64, in /lib/aarch64-linux-gnu), loader included. Not /usr/aarch64-linux-gnu (the cross
+# C library, for linking): its loader reads the host's ld.so.cache, which lists the arm64
+# libraries, and would start a program on another build of libc.so.6 than its own; glibc's
+# private interfaces between the two differ, and the first pthread_create spins forever.
+export QEMU_LD_PREFIX=/
+# A fresh build gains nothing from incremental compilation's bookkeeping.
+export CARGO_INCREMENTAL=0
+
+echo "not run under qemu (see the header of .ci/aarch64.sh):"
+echo "  preload fork_exec: execs its own aarch64 image, which needs a binfmt_misc registration"
+echo "  preload redis_server: preloads into the host's (x86_64) redis-server"
+echo "  preload cxx_program: needs g++-aarch64-linux-gnu, not installed by this step"
+echo "  shim coexistence: pprof-rs's SIGPROF timer starves an emulated program that unwinds"
+
+# The shim's integration tests that run here: all but the one above (and the feature-gated ones
+# get their features: the preload library asks the shim for `http` and `otlp` anyway).
+SHIM_TESTS=(
+  accuracy allocation_windows allocator_figures allocator_other any_allocator_exact_mimalloc
+  any_allocator_exact_system any_allocator_mimalloc any_allocator_system arena_exhaustion
+  arena_fallback arena_unavailable auto_dumps build_ids concurrent_dumps eh_frame_unwinder
+  http_allocator http_flood http_go_pprof http_jeprof http_page http_robustness http_setting
+  jeprof_agrees leak_history leak_suspects otlp_push scopes_accuracy scopes_dumps scopes_exact
+  scopes_fork scopes_oneshot sequenced_dumps stress_fork symbolize_bounded tcache_threads
+  thread_exit
+)
+shim=(-p jeprof-shim --features jeprof-shim/http,jeprof-shim/otlp --lib)
+for t in "${SHIM_TESTS[@]}"; do shim+=(--test "$t"); done
+# One cargo invocation per package would build the shim once per feature set; one for all three
+# builds it once.
+all=(--locked --target "$TARGET" "${shim[@]}" -p jeprof-preload --test c_program
+  -p jeprof-demo --test sampled_arena_pages)
+
+step "build (cargo $(cargo --version | cut -d' ' -f2), target/aarch64)"
+nice cargo test "${all[@]}" --no-run
+step "run under qemu-aarch64 -cpu max"
+cargo test "${all[@]}"
+
+# jemalloc built for 64 KiB pages (arm64 kernels configured with them, jemalloc#2358): the sampled
+# arena's memory per sample must stay its objects' size classes, not a page each.
+step "sampled arena with 64 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=16)"
+JEMALLOC_SYS_WITH_LG_PAGE=16 CARGO_TARGET_DIR="$PWD/target/aarch64/lg-page-16" \
+  nice cargo test --locked --target "$TARGET" -p jeprof-demo --test sampled_arena_pages -- --nocapture
+step "passed"
