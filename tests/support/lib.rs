@@ -181,6 +181,19 @@ pub fn target_cxx_compiler() -> String {
     std::env::var(format!("CXX_{}", target_env_name())).unwrap_or_else(|_| "c++".to_string())
 }
 
+/// A binutils program (`objcopy`) that handles this test's own binaries: the target's
+/// (`aarch64-linux-gnu-objcopy`, from the cross compiler's binutils) when the test runs behind a
+/// runner as [`target_command`] reads it, else the host's, which handles only the host's objects.
+pub fn target_binutil(tool: &str) -> String {
+    let variable = format!("CARGO_TARGET_{}_RUNNER", target_env_name().to_uppercase());
+    match std::env::var(variable) {
+        Ok(runner) if !runner.trim().is_empty() => {
+            format!("{}-linux-gnu-{tool}", std::env::consts::ARCH)
+        }
+        _ => tool.to_string(),
+    }
+}
+
 /// `go`, for the tests that check what we serve and write with `go tool pprof` (Debian's
 /// `golang-go`): the first that runs of `go` on `PATH` and `/usr/lib/go/bin/go` (where Debian
 /// installs it, linked from `/usr/bin` only by some images). When there is none: a panic under

@@ -240,6 +240,8 @@ pub fn check_estimates(sites: &[&str], runs: &[SiteRun]) {
         misses * 100 <= intervals * 17,
         "{misses} of {intervals} intervals missed the truth:\n{report}"
     );
+    // Shown with `--nocapture`: the figures against the truth.
+    println!("{report}{misses} of {intervals} intervals missed the truth");
     for (i, site) in sites.iter().enumerate() {
         let deviation = (summed[i].bytes - summed_truth[i]).abs();
         assert!(
