@@ -111,8 +111,13 @@ nice cargo test "${all[@]}" --no-run
 step "run under qemu-aarch64 -cpu max"
 cargo test "${all[@]}" --no-fail-fast
 
-# jemalloc built for 64 KiB pages (arm64 kernels configured with them, jemalloc#2358): the sampled
-# arena's memory per sample must stay its objects' size classes, not a page each.
+# The sampled arena's figures (the test prints them): with jemalloc's 4 KiB pages (the shim as
+# built above, with the same features: nothing is rebuilt), then built for 64 KiB pages (arm64
+# kernels configured with them, jemalloc#2358), where memory per sample must stay its objects' size
+# classes, not a page each.
+step "sampled arena with 4 KiB pages"
+cargo test --locked --target "$TARGET" -p jeprof-shim --features jeprof-shim/http,jeprof-shim/otlp \
+  -p jeprof-demo --test sampled_arena_pages -- --nocapture
 step "sampled arena with 64 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=16)"
 JEMALLOC_SYS_WITH_LG_PAGE=16 CARGO_TARGET_DIR="$PWD/target/aarch64/lg-page-16" \
   nice cargo test --locked --target "$TARGET" -p jeprof-demo --test sampled_arena_pages -- --nocapture
