@@ -16,9 +16,9 @@
 # program (preload/tests/c_program.rs: built -O2 -fomit-frame-pointer -mbranch-protection=standard
 # with aarch64-linux-gnu-gcc; its stacks equal libgcc's, its figures cover the truth, its dump says
 # `shim_unwinder: eh_frame`); the sampled arena's memory per sample (demo/tests/
-# sampled_arena_pages.rs) with jemalloc's 4 KiB pages and again with 64 KiB pages
-# (JEMALLOC_SYS_WITH_LG_PAGE=16, into target/aarch64/lg-page-16: only the shim and jemalloc are
-# built a second time).
+# sampled_arena_pages.rs) with jemalloc's 64 KiB pages (its default on aarch64 Linux) and again
+# with 4 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=12, into target/aarch64/lg-page-12: only the shim and
+# jemalloc are built a second time).
 #
 # What cannot run under qemu here, and why (the script prints this list too):
 #   - preload/tests/fork_exec.rs: the test program execs itself (/proc/self/exe); qemu-user passes
@@ -111,14 +111,16 @@ nice cargo test "${all[@]}" --no-run
 step "run under qemu-aarch64 -cpu max"
 cargo test "${all[@]}" --no-fail-fast
 
-# The sampled arena's figures (the test prints them): with jemalloc's 4 KiB pages (the shim as
-# built above, with the same features: nothing is rebuilt), then built for 64 KiB pages (arm64
-# kernels configured with them, jemalloc#2358), where memory per sample must stay its objects' size
-# classes, not a page each.
-step "sampled arena with 4 KiB pages"
+# The sampled arena's figures (the test prints them). jemalloc's configure gives aarch64 Linux
+# 64 KiB pages unless told otherwise (`LG_PAGE=16` for `aarch64-unknown-linux-*`), so the build
+# above has them (the shim as built above, with the same features: nothing is rebuilt); then again
+# built for 4 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=12, into target/aarch64/lg-page-12: only the
+# shim and jemalloc are built a second time). On both, memory per sample must stay its objects' size
+# classes, not a page each (jemalloc#2358).
+step "sampled arena with 64 KiB pages (jemalloc's default on aarch64 Linux)"
 cargo test --locked --target "$TARGET" -p jeprof-shim --features jeprof-shim/http,jeprof-shim/otlp \
   -p jeprof-demo --test sampled_arena_pages -- --nocapture
-step "sampled arena with 64 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=16)"
-JEMALLOC_SYS_WITH_LG_PAGE=16 CARGO_TARGET_DIR="$PWD/target/aarch64/lg-page-16" \
+step "sampled arena with 4 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=12)"
+JEMALLOC_SYS_WITH_LG_PAGE=12 CARGO_TARGET_DIR="$PWD/target/aarch64/lg-page-12" \
   nice cargo test --locked --target "$TARGET" -p jeprof-demo --test sampled_arena_pages -- --nocapture
 step "passed"

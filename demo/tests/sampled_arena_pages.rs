@@ -7,7 +7,8 @@
 //! sampled pointer): its active pages before and after 20,000 small sampled objects are allocated
 //! and kept, against the objects' usable bytes, and prints the figures. It lives in this crate,
 //! which needs nothing but the shim and jemalloc, so that `.ci/aarch64.sh` can build it a second
-//! time with jemalloc's page set to 64 KiB (`JEMALLOC_SYS_WITH_LG_PAGE=16`) at little cost.
+//! time with another jemalloc page at little cost: jemalloc's configure gives aarch64 Linux 64 KiB
+//! pages, the script also builds it with 4 KiB (`JEMALLOC_SYS_WITH_LG_PAGE=12`).
 
 use std::ffi::{c_void, CStr};
 
