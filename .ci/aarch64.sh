@@ -28,9 +28,9 @@
 #     the host's (x86_64); an arm64 redis-server cannot be installed beside it.
 #   - preload/tests/cxx_program.rs: it needs a C++ cross compiler (g++-aarch64-linux-gnu), not among
 #     the packages above; its unwinding is the C program's, its demangling is the host's code.
-#   - shim/tests/stress_fork.rs, scopes_fork.rs: they fork while other threads allocate, and qemu 7.2
-#     aborts in such a child (`qemu_plugin_vcpu_init_hook: assertion failed`, then `cpu_exec:
-#     assertion failed: (cpu == current_cpu)`) and the child exits with status 127.
+#   - shim/tests/stress_fork.rs, scopes_fork.rs, sequenced_dumps.rs: they fork while other threads
+#     run, and qemu 7.2 aborts in such a child (`qemu_plugin_vcpu_init_hook: assertion failed`,
+#     then `cpu_exec: assertion failed: (cpu == current_cpu)`), which exits with status 127.
 #   - shim/tests/arena_unavailable.rs, arena_fallback.rs: they lower RLIMIT_AS so that the arena's
 #     reservation fails; qemu-user does not pass that limit to the host (it would limit the
 #     emulator's own memory), so the reservation succeeds.
@@ -84,20 +84,20 @@ echo "not run under qemu (the header of .ci/aarch64.sh says more):"
 echo "  preload fork_exec: execs its own aarch64 image, which needs a binfmt_misc registration"
 echo "  preload redis_server: preloads into the host's (x86_64) redis-server"
 echo "  preload cxx_program: needs g++-aarch64-linux-gnu, not installed by this step"
-echo "  shim stress_fork, scopes_fork: qemu 7.2 aborts in a child forked while threads allocate"
+echo "  shim stress_fork, scopes_fork, sequenced_dumps: qemu 7.2 aborts in a child forked while"
+echo "    other threads run"
 echo "  shim arena_unavailable, arena_fallback: qemu-user does not apply RLIMIT_AS to the program"
 echo "  shim http_go_pprof: go tool pprof asks a symbol server for glibc's frames (no arm64 symbols)"
 echo "  shim http_robustness, otlp_push: timeouts sized for native speed"
 
-# The shim's integration tests that run here: all but the seven above (the feature-gated ones get
+# The shim's integration tests that run here: all but the eight above (the feature-gated ones get
 # their features: the preload library asks the shim for `http` and `otlp` anyway).
 SHIM_TESTS=(
   accuracy allocation_windows allocator_figures allocator_other any_allocator_exact_mimalloc
   any_allocator_exact_system any_allocator_mimalloc any_allocator_system arena_exhaustion
   auto_dumps build_ids coexistence concurrent_dumps eh_frame_unwinder http_allocator http_flood
   http_jeprof http_page http_setting jeprof_agrees leak_history leak_suspects scopes_accuracy
-  scopes_dumps scopes_exact scopes_oneshot sequenced_dumps symbolize_bounded tcache_threads
-  thread_exit
+  scopes_dumps scopes_exact scopes_oneshot symbolize_bounded tcache_threads thread_exit
 )
 shim=(-p jeprof-shim --features jeprof-shim/http,jeprof-shim/otlp --lib)
 for t in "${SHIM_TESTS[@]}"; do shim+=(--test "$t"); done
