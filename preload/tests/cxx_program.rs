@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use common::{per_site, preloaded, read_dump, run_ok, truths};
 
@@ -30,7 +29,7 @@ fn cxx_sites_estimates_cover_the_truth_with_demangled_names_jeprof_prints() {
     let dir = tempfile::tempdir().unwrap();
     let program = dir.path().join("sites-cxx");
     common::compile(
-        "c++",
+        &jeprof_conformance::target_cxx_compiler(),
         &[common::program_source("sites.cpp")],
         common::PROGRAM_FLAGS,
         &program,
@@ -41,7 +40,7 @@ fn cxx_sites_estimates_cover_the_truth_with_demangled_names_jeprof_prints() {
         let dump = dir.path().join(format!("cxx-{seed}.prof"));
         let settings = format!("sample_rate:65536,seed:{seed}");
         let output = run_ok(preloaded(
-            Command::new(&program),
+            common::program(&program),
             &format!("{settings},dump_on_exit:{}", dump.display()),
         ));
         let truths = truths(&output.stdout);

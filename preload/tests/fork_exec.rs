@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{preloaded, read_dump, run_ok};
 
 const SITES: [&str; 3] = ["parent_site", "fork_child_site", "exec_child_site"];
@@ -32,11 +30,16 @@ fn fork_and_exec_children_write_their_own_dumps() {
     let program = dir.path().join("forks");
     let mut flags = common::PROGRAM_FLAGS.to_vec();
     flags.push("-pthread");
-    common::compile("cc", &[common::program_source("forks.c")], &flags, &program);
+    common::compile(
+        &jeprof_conformance::target_c_compiler(),
+        &[common::program_source("forks.c")],
+        &flags,
+        &program,
+    );
 
     let pattern = dir.path().join("heap.%p.prof");
     let output = run_ok(preloaded(
-        Command::new(&program),
+        common::program(&program),
         &format!("sample_rate:4096,dump_on_exit:{}", pattern.display()),
     ));
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -6,8 +6,6 @@
 //! The settings must be in the environment before the first allocation, so the test re-runs its
 //! own binary as a child with `JEPROF_SHIM` set.
 
-use std::process::Command;
-
 #[global_allocator]
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
@@ -80,7 +78,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("jeprof-shim-exhaust-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let at_exit = dir.join("exit.prof");
-    let output = Command::new(std::env::current_exe().unwrap())
+    let output = jeprof_conformance::target_command(std::env::current_exe().unwrap())
         .env(CHILD, "1")
         .env(
             "JEPROF_SHIM",

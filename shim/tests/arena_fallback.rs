@@ -5,8 +5,6 @@
 //! The limit must be in place before the first sample, so the test re-runs its own binary as a
 //! child that starts with sampling off, lowers `RLIMIT_AS`, and only then turns sampling on.
 
-use std::process::Command;
-
 #[global_allocator]
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
@@ -37,7 +35,7 @@ fn the_default_arena_falls_back_to_what_the_address_space_allows_and_says_so_onc
         child();
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
+    let out = jeprof_conformance::target_command(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "the_default_arena_falls_back_to_what_the_address_space_allows_and_says_so_once",

@@ -5,8 +5,6 @@
 //! The limit must be in place before the first sample, so the test re-runs its own binary as a
 //! child that starts with sampling off, lowers `RLIMIT_AS`, and only then turns sampling on.
 
-use std::process::Command;
-
 #[global_allocator]
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
@@ -42,7 +40,7 @@ fn an_arena_that_cannot_be_created_is_reported_once_and_the_program_runs_on() {
         child();
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
+    let out = jeprof_conformance::target_command(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "an_arena_that_cannot_be_created_is_reported_once_and_the_program_runs_on",

@@ -8,7 +8,6 @@
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use jeprof_shim::jeprof_dumpfmt::{labels, model::symbol_key, read, Profile};
 
@@ -147,7 +146,7 @@ fn interval_peak_and_final_dumps_have_jemallocs_names_and_the_peak_holds_its_sit
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
+    let out = jeprof_conformance::target_command(std::env::current_exe().unwrap())
         .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir.path())
         .env(

@@ -84,7 +84,7 @@ fn a_symbolize_false_dump_is_named_later_from_the_programs_split_debug_file() {
         .join(format!(".build-id/{}/{}.debug", &id[..2], &id[2..]));
     std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
     let exe = std::fs::read_link("/proc/self/exe").unwrap();
-    let out = Command::new("objcopy")
+    let out = Command::new(jeprof_conformance::target_binutil("objcopy"))
         .arg("--only-keep-debug")
         .arg(&exe)
         .arg(&debug)

@@ -4,7 +4,7 @@
 //! a deadline: a child still running after it is killed and fails the test as a deadlock.
 
 use std::hint::black_box;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -100,7 +100,7 @@ fn main() {
     }
     let exe = std::env::current_exe().unwrap();
     for unwinder in ["fp", "backtrace"] {
-        let mut child = Command::new(&exe)
+        let mut child = jeprof_conformance::target_command(&exe)
             .env("COEXISTENCE_CHILD", unwinder)
             .stdout(Stdio::inherit())
             .stderr(Stdio::inherit())

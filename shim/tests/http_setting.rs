@@ -6,7 +6,6 @@
 mod client;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::Duration;
 
 #[global_allocator]
@@ -52,7 +51,7 @@ fn child_configures(port: u16) {
 }
 
 fn run_child(mode: &str, port: u16, env: Option<String>) -> std::process::Output {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let mut cmd = jeprof_conformance::target_command(std::env::current_exe().unwrap());
     cmd.env("HTTP_SETTING_CHILD", mode)
         .env("HTTP_SETTING_PORT", port.to_string());
     match env {

@@ -9,7 +9,6 @@ mod client;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -277,7 +276,7 @@ fn child_silent_collector() {
 }
 
 fn run_child(mode: &str, port: u16, env: Option<String>) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let mut cmd = jeprof_conformance::target_command(std::env::current_exe().unwrap());
     cmd.env("OTLP_PUSH_CHILD", mode)
         .env("OTLP_PUSH_PORT", port.to_string());
     match env {

@@ -143,6 +143,57 @@ pub fn free_port() -> u16 {
         .expect("binding a loopback port")
 }
 
+/// The name cargo and the `cc` crate give this test binary's target in environment variables
+/// (`aarch64_unknown_linux_gnu`): the tests run on Linux with glibc only.
+fn target_env_name() -> String {
+    format!("{}_unknown_linux_gnu", std::env::consts::ARCH)
+}
+
+/// A command that runs `program`, a binary built for this test's own target (the test binary
+/// itself, a test program compiled with [`target_c_compiler`]), the way cargo ran this test: behind
+/// `CARGO_TARGET_<TRIPLE>_RUNNER` when that variable is set. A cross-built test runs under an
+/// emulator (`qemu-aarch64 -cpu max`, `.ci/aarch64.sh`), which starts host programs (perl, go) as
+/// they are but cannot start a binary of the target by itself without a binfmt_misc registration;
+/// the variable cargo read is in the test's environment, so its children get the same runner.
+/// (A runner set in `.cargo/config.toml` instead is not seen here.)
+pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let variable = format!("CARGO_TARGET_{}_RUNNER", target_env_name().to_uppercase());
+    let runner = std::env::var(variable).unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(emulator) => {
+            let mut command = Command::new(emulator);
+            command.args(words).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
+/// The C compiler for test programs of this test's target: `CC_<triple>` as the `cc` crate reads
+/// it (`CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc` in a cross build), else `cc`.
+pub fn target_c_compiler() -> String {
+    std::env::var(format!("CC_{}", target_env_name())).unwrap_or_else(|_| "cc".to_string())
+}
+
+/// The C++ compiler for test programs of this test's target: `CXX_<triple>`, else `c++`.
+pub fn target_cxx_compiler() -> String {
+    std::env::var(format!("CXX_{}", target_env_name())).unwrap_or_else(|_| "c++".to_string())
+}
+
+/// A binutils program (`objcopy`) that handles this test's own binaries: the target's
+/// (`aarch64-linux-gnu-objcopy`, from the cross compiler's binutils) when the test runs behind a
+/// runner as [`target_command`] reads it, else the host's, which handles only the host's objects.
+pub fn target_binutil(tool: &str) -> String {
+    let variable = format!("CARGO_TARGET_{}_RUNNER", target_env_name().to_uppercase());
+    match std::env::var(variable) {
+        Ok(runner) if !runner.trim().is_empty() => {
+            format!("{}-linux-gnu-{tool}", std::env::consts::ARCH)
+        }
+        _ => tool.to_string(),
+    }
+}
+
 /// `go`, for the tests that check what we serve and write with `go tool pprof` (Debian's
 /// `golang-go`): the first that runs of `go` on `PATH` and `/usr/lib/go/bin/go` (where Debian
 /// installs it, linked from `/usr/bin` only by some images). When there is none: a panic under

@@ -34,8 +34,9 @@ pub fn program_source(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Compiles `sources` with `compiler` (`cc` or `c++`) and `flags` into `out`; panics with the
-/// compiler's messages on failure.
+/// Compiles `sources` with `compiler` ([`jeprof_conformance::target_c_compiler`] or
+/// [`jeprof_conformance::target_cxx_compiler`]: the test's target's) and `flags` into `out`; panics
+/// with the compiler's messages on failure.
 pub fn compile(compiler: &str, sources: &[PathBuf], flags: &[&str], out: &Path) {
     let result = Command::new(compiler)
         .args(flags)
@@ -54,12 +55,33 @@ pub fn compile(compiler: &str, sources: &[PathBuf], flags: &[&str], out: &Path) 
 /// The flags every test program is built with: optimised, no frame pointers (as C programs
 /// usually are, so the unwinders must read `.eh_frame`), no sibling calls (a site's call to
 /// `malloc` stays a call, so the site has a frame of its own), debug information for the names.
+#[cfg(not(target_arch = "aarch64"))]
 pub const PROGRAM_FLAGS: &[&str] = &[
     "-O2",
     "-g",
     "-fomit-frame-pointer",
     "-fno-optimize-sibling-calls",
 ];
+
+/// On aarch64 also with signed return addresses (`-mbranch-protection=standard`, the default of
+/// several distributions): every function that saves X30 signs it with pointer authentication, so
+/// the unwinders must strip the code from each return address they read.
+#[cfg(target_arch = "aarch64")]
+pub const PROGRAM_FLAGS: &[&str] = &[
+    "-O2",
+    "-g",
+    "-fomit-frame-pointer",
+    "-fno-optimize-sibling-calls",
+    "-mbranch-protection=standard",
+];
+
+/// A command running `program`, a test program built for the test's target: behind the runner
+/// cargo ran the test with (`qemu-aarch64` in a cross build: [`jeprof_conformance::target_command`]).
+/// Under qemu the preload variables set by [`preloaded`] reach the emulated program's loader; the
+/// host's loader, starting qemu itself, says once on stderr that it ignores the aarch64 library.
+pub fn program(program: &Path) -> Command {
+    jeprof_conformance::target_command(program)
+}
 
 /// `command` with the library preloaded and `JEPROF_SHIM=settings`.
 pub fn preloaded(mut command: Command, settings: &str) -> Command {
@@ -218,6 +240,8 @@ pub fn check_estimates(sites: &[&str], runs: &[SiteRun]) {
         misses * 100 <= intervals * 17,
         "{misses} of {intervals} intervals missed the truth:\n{report}"
     );
+    // Shown with `--nocapture`: the figures against the truth.
+    println!("{report}{misses} of {intervals} intervals missed the truth");
     for (i, site) in sites.iter().enumerate() {
         let deviation = (summed[i].bytes - summed_truth[i]).abs();
         assert!(
