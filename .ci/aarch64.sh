@@ -16,9 +16,9 @@
 # program (preload/tests/c_program.rs: built -O2 -fomit-frame-pointer -mbranch-protection=standard
 # with aarch64-linux-gnu-gcc; its stacks equal libgcc's, its figures cover the truth, its dump says
 # `shim_unwinder: eh_frame`); the sampled arena's memory per sample (demo/tests/
-# sampled_arena_pages.rs) with jemalloc's 64 KiB pages (its default on aarch64 Linux) and again
-# with 4 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=12, into target/aarch64/lg-page-12: only the shim and
-# jemalloc are built a second time).
+# sampled_arena_pages.rs) with jemalloc's 64 KiB pages (its default on aarch64 Linux; 4 KiB pages
+# are tested natively). The shim's other tests are left to .ci/run where their subject is the same
+# Rust on every architecture (the list below says which run here).
 #
 # What cannot run under qemu here, and why (the script prints this list too):
 #   - preload/tests/fork_exec.rs: the test program execs itself (/proc/self/exe); qemu-user passes
@@ -89,15 +89,19 @@ echo "    other threads run"
 echo "  shim arena_unavailable, arena_fallback: qemu-user does not apply RLIMIT_AS to the program"
 echo "  shim http_go_pprof: go tool pprof asks a symbol server for glibc's frames (no arm64 symbols)"
 echo "  shim http_robustness, otlp_push: timeouts sized for native speed"
+echo "  the shim's other integration tests: the same Rust on every architecture, run natively by"
+echo "    .ci/run; under emulation they would take this step past its 15 minutes"
 
-# The shim's integration tests that run here: all but the eight above (the feature-gated ones get
-# their features: the preload library asks the shim for `http` and `otlp` anyway).
+# The shim's integration tests that run here: those whose subject depends on the architecture (the
+# unwinders and signed return addresses, the sampled arena and its size classes, the stacks jeprof
+# reads, the symbolizer over aarch64 DWARF, build ids, thread exit and thread caches, the profiler
+# beside another allocator, dumps from the writer thread, the listener's jeprof path). The rest
+# (leak history and suspects, scopes' accounting, windows, the page, the flood test, the seed loops
+# over other allocators) is the same Rust on every architecture, runs natively in .ci/run, and
+# would take this step past its 15 minutes under emulation (leak_suspects alone took 10 minutes).
 SHIM_TESTS=(
-  accuracy allocation_windows allocator_figures allocator_other any_allocator_exact_mimalloc
-  any_allocator_exact_system any_allocator_mimalloc any_allocator_system arena_exhaustion
-  auto_dumps build_ids coexistence concurrent_dumps eh_frame_unwinder http_allocator http_flood
-  http_jeprof http_page http_setting jeprof_agrees leak_history leak_suspects scopes_accuracy
-  scopes_dumps scopes_exact scopes_oneshot symbolize_bounded tcache_threads thread_exit
+  accuracy allocator_figures arena_exhaustion auto_dumps build_ids coexistence eh_frame_unwinder
+  http_jeprof jeprof_agrees scopes_exact symbolize_bounded tcache_threads thread_exit
 )
 shim=(-p jeprof-shim --features jeprof-shim/http,jeprof-shim/otlp --lib)
 for t in "${SHIM_TESTS[@]}"; do shim+=(--test "$t"); done
@@ -113,14 +117,11 @@ cargo test "${all[@]}" --no-fail-fast
 
 # The sampled arena's figures (the test prints them). jemalloc's configure gives aarch64 Linux
 # 64 KiB pages unless told otherwise (`LG_PAGE=16` for `aarch64-unknown-linux-*`), so the build
-# above has them (the shim as built above, with the same features: nothing is rebuilt); then again
-# built for 4 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=12, into target/aarch64/lg-page-12: only the
-# shim and jemalloc are built a second time). On both, memory per sample must stay its objects' size
-# classes, not a page each (jemalloc#2358).
+# above has them (the shim as built above, with the same features: nothing is rebuilt). Memory per
+# sample must stay its objects' size classes, not a page each (jemalloc#2358). 4 KiB pages are
+# x86_64's, where .ci/run runs the same test natively; a second jemalloc build for 4 KiB pages here
+# (JEMALLOC_SYS_WITH_LG_PAGE=12) would cost the step about 5 more minutes for the same code path.
 step "sampled arena with 64 KiB pages (jemalloc's default on aarch64 Linux)"
 cargo test --locked --target "$TARGET" -p jeprof-shim --features jeprof-shim/http,jeprof-shim/otlp \
   -p jeprof-demo --test sampled_arena_pages -- --nocapture
-step "sampled arena with 4 KiB pages (JEMALLOC_SYS_WITH_LG_PAGE=12)"
-JEMALLOC_SYS_WITH_LG_PAGE=12 CARGO_TARGET_DIR="$PWD/target/aarch64/lg-page-12" \
-  nice cargo test --locked --target "$TARGET" -p jeprof-demo --test sampled_arena_pages -- --nocapture
 step "passed"

@@ -31,9 +31,7 @@ use std::io::Write;
 
 use jeprof_shim::c_api;
 
-mod countdown;
-
-use countdown::InitialExec;
+use jeprof_shim::c_api::InitialExec;
 
 /// The library's own Rust allocations (the profiler's tables, dumps, symbolization, the HTTP
 /// listener) go to jemalloc directly: never through the exported `malloc`, so never sampled and

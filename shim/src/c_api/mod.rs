@@ -14,7 +14,8 @@
 //! jemalloc. The caller says where the thread-local is ([`Countdown`]): a shared library's Rust
 //! thread-locals are reached through the loader's `__tls_get_addr` (stable Rust gives a cdylib
 //! the general-dynamic TLS model), so the preload library keeps the countdown in an initial-exec
-//! thread-local of its own, and the profiler's slow path works on that word. `free` and
+//! thread-local (`InitialExec`, with the feature `initial-exec`), and the profiler's slow path works
+//! on that word. `free` and
 //! `malloc_usable_size` read no thread-local: the range compare, then jemalloc's own call. A
 //! sampled allocation goes through the very path `Profiled` takes
 //! (`sampled_path::alloc_sampled`), so stacks, tables, dumps, settings, automatic dumps and the
@@ -43,6 +44,11 @@ use tikv_jemalloc_sys as jem;
 use crate::base::thread;
 use crate::parts::{sampled_arena, sampler};
 use crate::profiler::{allocator, init, sampled_path};
+
+#[cfg(feature = "initial-exec")]
+mod initial_exec;
+#[cfg(feature = "initial-exec")]
+pub use initial_exec::InitialExec;
 
 /// Where the calling thread's sample countdown lives, for the C entry's fast path.
 ///

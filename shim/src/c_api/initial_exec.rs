@@ -1,29 +1,31 @@
-//! The thread's sample countdown, in initial-exec thread-local storage.
+//! The thread's sample countdown in initial-exec thread-local storage, for `libjeprof_preload.so`
+//! (the feature `initial-exec`, which only jeprof-preload turns on).
 //!
 //! Stable Rust gives a shared library's thread-locals the general-dynamic TLS model: every access
 //! calls the loader's `__tls_get_addr` (a call and about ten instructions on each `malloc`).
-//! The countdown is instead a C thread-local declared initial-exec (`src/countdown.c`, built by
-//! `build.rs`), as jemalloc declares its own thread state (`JEMALLOC_TLS_MODEL`): the loader
+//! The countdown is instead a C thread-local declared initial-exec (`src/c_api/countdown.c`, built by
+//! the shim's `build.rs`), as jemalloc declares its own thread state (`JEMALLOC_TLS_MODEL`): the loader
 //! writes the word's offset from the thread pointer into the GOT at load, and the fast path
 //! reads that offset and subtracts from the word at the thread pointer plus it, inline. On
 //! x86_64 that is three instructions (`mov` of the offset, `sub` into `fs:[offset]`, `jb`); on
 //! aarch64 the same with the thread pointer from `tpidr_el0`; elsewhere a call to the C file's
 //! accessor. The profiler's slow path reaches the same word through that accessor
-//! ([`jeprof_shim::c_api::Countdown`]), so its guards and redraws act on it.
+//! ([`Countdown::word`]), so its guards and redraws act on it.
 //!
 //! Initial-exec needs the library's TLS in the static block: true for a library loaded with the
 //! program (`LD_PRELOAD`), and for a `dlopen` within the loader's surplus, which jemalloc inside
 //! the library already needs for its own initial-exec state.
 
-use jeprof_shim::c_api::Countdown;
+use super::Countdown;
 
 extern "C" {
-    /// The calling thread's countdown word (`src/countdown.c`).
+    /// The calling thread's countdown word (`countdown.c`).
     fn jeprof_preload_countdown_word() -> *mut u64;
 }
 
-/// The countdown of `src/countdown.c`.
-pub(crate) enum InitialExec {}
+/// The countdown of `countdown.c`: the [`Countdown`] a preload library passes to this module's
+/// functions (`c_api::malloc::<InitialExec>`).
+pub enum InitialExec {}
 
 // SAFETY: the word is a C `__thread` variable without destructor, zero-initialised, aligned (a
 // `uint64_t`), valid for its thread's life and never touched by another thread (nothing takes its
