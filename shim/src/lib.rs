@@ -5,13 +5,27 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::io::Write;
 use std::path::Path;
 
+// The profiler runs on Linux. Elsewhere the same names come from `elsewhere` (a pass-through
+// allocator; every profiling call refuses or is a no-op), so the code below, and every public
+// signature, is one for all targets. `c_api` is jemalloc's malloc family: Linux only.
+#[cfg(target_os = "linux")]
 mod base;
+#[cfg(target_os = "linux")]
 pub mod c_api;
+#[cfg(not(target_os = "linux"))]
+mod elsewhere;
+#[cfg(target_os = "linux")]
 mod exact;
-#[cfg(feature = "http")]
+#[cfg(all(target_os = "linux", feature = "http"))]
 pub mod http;
+#[cfg(target_os = "linux")]
 mod parts;
+#[cfg(target_os = "linux")]
 mod profiler;
+#[cfg(all(not(target_os = "linux"), feature = "http"))]
+pub use elsewhere::http;
+#[cfg(not(target_os = "linux"))]
+use elsewhere::{base, exact, parts, profiler};
 
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_LEAK_HISTORY, DEFAULT_LEAK_INTERVAL, DEFAULT_MAX_FRAMES,

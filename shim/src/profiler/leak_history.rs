@@ -271,6 +271,9 @@ pub enum LeakHistoryError {
     },
     /// The options are out of range.
     Options(String),
+    /// The profiler does not run on this system (never on Linux; the message says which system
+    /// and why).
+    Unsupported(String),
 }
 
 impl fmt::Display for LeakHistoryError {
@@ -299,6 +302,7 @@ impl fmt::Display for LeakHistoryError {
                  raise it"
             ),
             LeakHistoryError::Options(why) => write!(f, "leak options: {why}"),
+            LeakHistoryError::Unsupported(why) => write!(f, "{why}"),
         }
     }
 }
