@@ -4,7 +4,8 @@
     python3 bench/callgrind-parts.py callgrind.out.<pid> ...
 
 Reads the call records (`calls=` lines and the inclusive cost after them) that `alloc_sampled`
-and `free_sampled` make, and prints per sample (per call of `alloc_sampled`):
+and `free_sampled` make, and prints per sample (per call of `alloc_sampled`; in builds where it
+is inlined into its callers, per call of `allocate_and_record`, with every `capture_uninit`):
 
 - capture: `capture_uninit`, less the thread's one-time stack-bounds query (`ask_this_thread`);
 - interning: `ThreadTotals::charge` (hashes the stack, interns it);
@@ -24,6 +25,8 @@ import re
 import sys
 
 ALLOC = "jeprof_shim::profiler::sampled_path::alloc_sampled"
+RECORD = "jeprof_shim::profiler::sampled_path::allocate_and_record"
+CAPTURE = "jeprof_shim::parts::capture::capture_uninit"
 FREE = "jeprof_shim::profiler::sampled_path::free_sampled"
 THREAD = "jeprof_shim::parts::capture::eh_frame_unwind::imp::ask_this_thread"
 MISS = "jeprof_shim::parts::capture::eh_frame_unwind::imp::MissState::miss"
@@ -72,20 +75,28 @@ def main(paths):
     print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tsnapshots\tmisses")
     for path in paths:
         total, calls, incl = load(path)
-        n = calls[ALLOC]
+        # Builds that inline `alloc_sampled` into its callers (so that the capture starts in the
+        # marker's frame) call `capture_uninit` from there and the rest from `allocate_and_record`.
+        inlined = calls[ALLOC] == 0
+        alloc = RECORD if inlined else ALLOC
+        n = calls[alloc]
         if n == 0:
             print(f"{path}\t{total:,}\t0")
             continue
         thread = incl[THREAD]
-        capture = from_caller(calls, incl, ALLOC, r"capture_uninit$")[1] - thread
-        interning = from_caller(calls, incl, ALLOC, r"ThreadTotals::charge$")[1]
-        arena = from_caller(calls, incl, ALLOC, r"^_rjem_(mallocx|nallocx)$")[1]
-        once = from_caller(calls, incl, ALLOC, r"sampled_arena::(create|create_tcache)$")[1] + thread
+        if inlined:
+            capture = sum(incl[k] for k in incl if isinstance(k, str) and k.endswith(CAPTURE)) - thread
+        else:
+            capture = from_caller(calls, incl, ALLOC, r"capture_uninit$")[1] - thread
+        interning = from_caller(calls, incl, alloc, r"ThreadTotals::charge$")[1]
+        arena = from_caller(calls, incl, alloc, r"^_rjem_(mallocx|nallocx)$")[1]
+        once = from_caller(calls, incl, alloc, r"sampled_arena::(create|create_tcache)$")[1] + thread
         freed_sd = from_caller(calls, incl, FREE, r"^_rjem_sdallocx$")[1]
-        snapshots = from_caller(calls, incl, ALLOC, r"peak::on_new_high$")[0]
-        recording = incl[ALLOC] - capture - interning - arena - once
+        snapshots = from_caller(calls, incl, alloc, r"peak::on_new_high$")[0]
+        sampled = incl[alloc] + (capture + thread if inlined else 0)
+        recording = sampled - capture - interning - arena - once
         free = incl[FREE]
-        every = incl[ALLOC] - once + free
+        every = sampled - once + free
         own = every - arena - freed_sd
         per = [round(x / n) for x in (capture, interning, recording, arena, free, every, own, once)]
         print("\t".join([path, f"{total:,}", str(n)] + [f"{x:,}" for x in per] + [str(snapshots), str(calls[MISS])]))

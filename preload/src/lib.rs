@@ -6,6 +6,11 @@
 //! `jeprof_shim::Profiled` (one implementation: this library only exports the C names over
 //! [`jeprof_shim::c_api`]). The manual is `preload/README.md`; the design, `docs/design.md` §16.
 //!
+//! The calls cost what jemalloc's own cost plus the sampler's few instructions: `malloc` and its
+//! kin subtract from a countdown kept in initial-exec thread-local storage (not through
+//! `__tls_get_addr`), `free` and `realloc` compare the pointer with the sampled range, and each
+//! then calls jemalloc's function directly; `malloc_usable_size` is jemalloc's call alone.
+//!
 //! Exported, with glibc's semantics: `malloc`, `free`, `calloc`, `realloc`, `reallocarray`,
 //! `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, `malloc_usable_size`.
 //! C++'s `operator new` and `operator delete` reach them through libstdc++.
@@ -26,6 +31,10 @@ use std::io::Write;
 
 use jeprof_shim::c_api;
 
+mod countdown;
+
+use countdown::InitialExec;
+
 /// The library's own Rust allocations (the profiler's tables, dumps, symbolization, the HTTP
 /// listener) go to jemalloc directly: never through the exported `malloc`, so never sampled and
 /// never re-entering the profiler.
@@ -39,7 +48,7 @@ static LIBRARY_HEAP: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::malloc(size) }
+    unsafe { c_api::malloc::<InitialExec>(size) }
 }
 
 /// C's `free`.
@@ -59,7 +68,7 @@ pub unsafe extern "C" fn free(ptr: *mut c_void) {
 #[no_mangle]
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::calloc(count, size) }
+    unsafe { c_api::calloc::<InitialExec>(count, size) }
 }
 
 /// C's `realloc` (glibc's: `realloc(p, 0)` frees `p` and returns NULL).
@@ -69,7 +78,7 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::realloc(ptr, size) }
+    unsafe { c_api::realloc::<InitialExec>(ptr, size) }
 }
 
 /// glibc's `reallocarray`.
@@ -79,7 +88,7 @@ pub unsafe extern "C" fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::reallocarray(ptr, count, size) }
+    unsafe { c_api::reallocarray::<InitialExec>(ptr, count, size) }
 }
 
 /// POSIX's `posix_memalign`.
@@ -89,7 +98,7 @@ pub unsafe extern "C" fn reallocarray(ptr: *mut c_void, count: usize, size: usiz
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::posix_memalign(out, align, size) }
+    unsafe { c_api::posix_memalign::<InitialExec>(out, align, size) }
 }
 
 /// C11's `aligned_alloc`.
@@ -99,7 +108,7 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
 #[no_mangle]
 pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::aligned_alloc(align, size) }
+    unsafe { c_api::aligned_alloc::<InitialExec>(align, size) }
 }
 
 /// The obsolete `memalign`.
@@ -109,7 +118,7 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 #[no_mangle]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::memalign(align, size) }
+    unsafe { c_api::memalign::<InitialExec>(align, size) }
 }
 
 /// The obsolete `valloc`.
@@ -119,7 +128,7 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::valloc(size) }
+    unsafe { c_api::valloc::<InitialExec>(size) }
 }
 
 /// The obsolete `pvalloc`.
@@ -129,7 +138,7 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     // SAFETY: forwarded C contract.
-    unsafe { c_api::pvalloc(size) }
+    unsafe { c_api::pvalloc::<InitialExec>(size) }
 }
 
 /// glibc's `malloc_usable_size`.

@@ -11,7 +11,12 @@
 //! names a preload library exports), which keep their C semantics (`errno`, `malloc(0)`).
 //!
 //! The fast path is the same as `Profiled`'s: one thread-local subtract and a branch, then
-//! jemalloc. A sampled allocation goes through the very path `Profiled` takes
+//! jemalloc. The caller says where the thread-local is ([`Countdown`]): a shared library's Rust
+//! thread-locals are reached through the loader's `__tls_get_addr` (stable Rust gives a cdylib
+//! the general-dynamic TLS model), so the preload library keeps the countdown in an initial-exec
+//! thread-local of its own, and the profiler's slow path works on that word. `free` and
+//! `malloc_usable_size` read no thread-local: the range compare, then jemalloc's own call. A
+//! sampled allocation goes through the very path `Profiled` takes
 //! (`sampled_path::alloc_sampled`), so stacks, tables, dumps, settings, automatic dumps and the
 //! HTTP listener are the profiler's own.
 //!
@@ -35,8 +40,46 @@ use std::ffi::{c_int, c_void};
 
 use tikv_jemalloc_sys as jem;
 
+use crate::base::thread;
 use crate::parts::{sampled_arena, sampler};
 use crate::profiler::{allocator, init, sampled_path};
+
+/// Where the calling thread's sample countdown lives, for the C entry's fast path.
+///
+/// # Safety
+/// [`Countdown::word`] returns, on every thread, that thread's countdown: aligned, valid for the
+/// thread's life (no destructor, so also before `main` and in exiting threads), zero before the
+/// thread's first allocation, and read or written by that thread only. [`Countdown::expired`]
+/// subtracts `size` from that word (wrapping) and says whether the subtraction borrowed.
+pub unsafe trait Countdown {
+    /// Subtracts `size` from the calling thread's countdown; true when it has run out (then the
+    /// allocation takes the slow path, which redraws the countdown).
+    fn expired(size: usize) -> bool;
+
+    /// The calling thread's countdown word.
+    fn word() -> *mut u64;
+}
+
+/// `ptr`, after a compiler fence. The slow paths are `extern "C"` so that they cannot unwind: a
+/// call to one needs no landing pad, and the exported function sets up no frame on its fast path
+/// (with a landing pad, every call paid a push and a pop). The fence after the call keeps it from
+/// becoming a tail call: the exported function's frame must be on the stack while the slow path
+/// captures it, as the sampled stacks start there (`malloc`, `calloc`, … by name).
+#[inline(always)]
+fn framed(ptr: *mut c_void) -> *mut c_void {
+    // Ordering: pairs with nothing; only the fence's place after the call matters.
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    ptr
+}
+
+/// Makes `C`'s word the countdown the profiler's slow path, guards and restarts work on (once
+/// per slow path: a relaxed store of the same pointer).
+#[inline]
+fn enter_slow_path<C: Countdown>() {
+    // SAFETY: `C`'s contract is `count_down_in`'s; a process has one C entry, so every call
+    // passes the same function.
+    unsafe { thread::count_down_in(C::word) };
+}
 
 /// The sampled range as the C entry knows it: filled before the first sampled block is returned
 /// (see [`sampled_arena::RangeCopy`]), so [`free`] recognises every sampled block.
@@ -45,6 +88,7 @@ static RANGE: sampled_arena::RangeCopy = sampled_arena::RangeCopy::new();
 /// What a slow-path allocation falls back to when it is not sampled: the C entry point of
 /// jemalloc that has the caller's semantics.
 #[derive(Clone, Copy)]
+#[repr(C)]
 enum Plain {
     Malloc,
     Calloc,
@@ -91,10 +135,11 @@ fn set_errno(value: c_int) {
 /// `plain`'s alignment, if any, is a power of two.
 #[cold]
 #[inline(never)]
-unsafe fn alloc_slow(size: usize, plain: Plain) -> *mut c_void {
+unsafe extern "C" fn alloc_slow<C: Countdown>(size: usize, plain: Plain) -> *mut c_void {
     // The unwinders skip this frame and the ones it calls: stacks start in the caller's frame.
     let marker = 0u8;
     let marker = std::hint::black_box(&marker) as *const u8 as usize;
+    enter_slow_path::<C>();
     allocator::note_jemalloc();
     if size != 0 {
         if let Some(period) = sampler::on_countdown_expired(size, init::ensure_init) {
@@ -121,10 +166,10 @@ unsafe fn alloc_slow(size: usize, plain: Plain) -> *mut c_void {
 /// None beyond C's: the result is freed once, by [`free`] or [`realloc`] of this module (it is
 /// jemalloc's or the sampled arena's block).
 #[inline(always)]
-pub unsafe fn malloc(size: usize) -> *mut c_void {
-    if sampler::countdown_expired(size) {
+pub unsafe fn malloc<C: Countdown>(size: usize) -> *mut c_void {
+    if C::expired(size) {
         // SAFETY: Malloc has no alignment.
-        return unsafe { alloc_slow(size, Plain::Malloc) };
+        return framed(unsafe { alloc_slow::<C>(size, Plain::Malloc) });
     }
     // SAFETY: jemalloc's malloc accepts any size and sets errno on failure.
     unsafe { jem::malloc(size) }
@@ -136,14 +181,14 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
 /// # Safety
 /// As for [`malloc`].
 #[inline(always)]
-pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
+pub unsafe fn calloc<C: Countdown>(count: usize, size: usize) -> *mut c_void {
     let Some(total) = count.checked_mul(size) else {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
     };
-    if sampler::countdown_expired(total) {
+    if C::expired(total) {
         // SAFETY: Calloc has no alignment.
-        return unsafe { alloc_slow(total, Plain::Calloc) };
+        return framed(unsafe { alloc_slow::<C>(total, Plain::Calloc) });
     }
     // SAFETY: jemalloc's calloc zeroes and sets errno on failure.
     unsafe { jem::calloc(1, total) }
@@ -155,10 +200,10 @@ pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
 /// # Safety
 /// `align` is a power of two; as for [`malloc`] otherwise.
 #[inline(always)]
-unsafe fn alloc_aligned(align: usize, size: usize) -> *mut c_void {
-    if sampler::countdown_expired(size) {
+unsafe fn alloc_aligned<C: Countdown>(align: usize, size: usize) -> *mut c_void {
+    if C::expired(size) {
         // SAFETY: align is a power of two (caller contract).
-        return unsafe { alloc_slow(size, Plain::Aligned(align)) };
+        return framed(unsafe { alloc_slow::<C>(size, Plain::Aligned(align)) });
     }
     // SAFETY: align is a power of two (caller contract).
     unsafe { jem::aligned_alloc(align, size) }
@@ -170,13 +215,13 @@ unsafe fn alloc_aligned(align: usize, size: usize) -> *mut c_void {
 /// # Safety
 /// As for [`malloc`].
 #[inline]
-pub unsafe fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+pub unsafe fn aligned_alloc<C: Countdown>(align: usize, size: usize) -> *mut c_void {
     if !align.is_power_of_two() {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     }
     // SAFETY: align is a power of two.
-    unsafe { alloc_aligned(align, size) }
+    unsafe { alloc_aligned::<C>(align, size) }
 }
 
 /// `memalign(align, size)`: an alignment that is not a power of two is rounded up to one (glibc's
@@ -185,13 +230,13 @@ pub unsafe fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
 /// # Safety
 /// As for [`malloc`].
 #[inline]
-pub unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
+pub unsafe fn memalign<C: Countdown>(align: usize, size: usize) -> *mut c_void {
     let Some(align) = align.max(1).checked_next_power_of_two() else {
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     };
     // SAFETY: align is a power of two.
-    unsafe { alloc_aligned(align, size) }
+    unsafe { alloc_aligned::<C>(align, size) }
 }
 
 /// `posix_memalign(out, align, size)`: 0 and the block in `*out`; `EINVAL` when `align` is not a
@@ -201,14 +246,18 @@ pub unsafe fn memalign(align: usize, size: usize) -> *mut c_void {
 /// # Safety
 /// `out` is valid for a pointer write; as for [`malloc`] otherwise.
 #[inline]
-pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
+pub unsafe fn posix_memalign<C: Countdown>(
+    out: *mut *mut c_void,
+    align: usize,
+    size: usize,
+) -> c_int {
     if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     // SAFETY: __errno_location returns this thread's errno.
     let saved = unsafe { *libc::__errno_location() };
     // SAFETY: align is a power of two.
-    let ptr = unsafe { alloc_aligned(align, size) };
+    let ptr = unsafe { alloc_aligned::<C>(align, size) };
     if ptr.is_null() {
         set_errno(saved);
         return libc::ENOMEM;
@@ -233,9 +282,9 @@ fn page_size() -> usize {
 /// # Safety
 /// As for [`malloc`].
 #[inline]
-pub unsafe fn valloc(size: usize) -> *mut c_void {
+pub unsafe fn valloc<C: Countdown>(size: usize) -> *mut c_void {
     // SAFETY: the page size is a power of two.
-    unsafe { alloc_aligned(page_size(), size) }
+    unsafe { alloc_aligned::<C>(page_size(), size) }
 }
 
 /// `pvalloc(size)`: page-aligned, the size rounded up to whole pages (one page for 0); NULL with
@@ -244,14 +293,14 @@ pub unsafe fn valloc(size: usize) -> *mut c_void {
 /// # Safety
 /// As for [`malloc`].
 #[inline]
-pub unsafe fn pvalloc(size: usize) -> *mut c_void {
+pub unsafe fn pvalloc<C: Countdown>(size: usize) -> *mut c_void {
     let page = page_size();
     let Some(rounded) = size.max(1).checked_next_multiple_of(page) else {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
     };
     // SAFETY: the page size is a power of two.
-    unsafe { alloc_aligned(page, rounded) }
+    unsafe { alloc_aligned::<C>(page, rounded) }
 }
 
 /// `free(ptr)`: NULL is a no-op; a sampled block is forgotten by the profile and returned to the
@@ -263,11 +312,21 @@ pub unsafe fn pvalloc(size: usize) -> *mut c_void {
 pub unsafe fn free(ptr: *mut c_void) {
     if RANGE.contains(ptr.cast()) {
         // SAFETY: ptr lies in the sampled arena, so this module's slow path allocated it there.
-        unsafe { sampled_path::free_sampled_unsized(ptr.cast()) };
-        return;
+        return unsafe { free_sampled(ptr) };
     }
     // SAFETY: ptr is NULL or jemalloc's (caller contract; not the sampled arena's).
     unsafe { jem::free(ptr) }
+}
+
+/// A sampled block's free: forgotten by the profile, returned to the sampled arena.
+///
+/// # Safety
+/// `ptr` is a live block of the sampled arena, freed once.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn free_sampled(ptr: *mut c_void) {
+    // SAFETY: forwarded contract.
+    unsafe { sampled_path::free_sampled_unsized(ptr.cast()) }
 }
 
 /// `realloc(ptr, size)`: `malloc(size)` for a NULL `ptr`; frees `ptr` and returns NULL for size 0
@@ -278,35 +337,53 @@ pub unsafe fn free(ptr: *mut c_void) {
 /// # Safety
 /// As for [`free`] for `ptr`.
 #[inline(always)]
-pub unsafe fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void {
-    if ptr.is_null() {
-        // SAFETY: as for malloc.
-        return unsafe { malloc(size) };
-    }
+pub unsafe fn realloc<C: Countdown>(ptr: *mut c_void, size: usize) -> *mut c_void {
     if size == 0 {
         // SAFETY: forwarded contract.
-        unsafe { free(ptr) };
-        return std::ptr::null_mut();
+        return unsafe { realloc_to_zero::<C>(ptr) };
     }
-    let expired = sampler::countdown_expired(size);
+    let expired = C::expired(size);
     if !expired && !RANGE.contains(ptr.cast()) {
-        // SAFETY: ptr is jemalloc's (not sampled); size is non-zero.
+        // SAFETY: ptr is NULL (jemalloc's realloc is then its malloc) or jemalloc's (not
+        // sampled); size is non-zero.
         return unsafe { jem::realloc(ptr, size) };
     }
     // SAFETY: forwarded contract.
-    unsafe { realloc_slow(ptr, size, expired) }
+    framed(unsafe { realloc_slow::<C>(ptr, size, expired) })
+}
+
+/// `realloc(ptr, 0)`: `malloc(0)` for a NULL `ptr`, else frees `ptr` and returns NULL.
+///
+/// # Safety
+/// As for [`realloc`].
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn realloc_to_zero<C: Countdown>(ptr: *mut c_void) -> *mut c_void {
+    if ptr.is_null() {
+        // SAFETY: as for malloc.
+        return unsafe { malloc::<C>(0) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { free(ptr) };
+    std::ptr::null_mut()
 }
 
 /// The reallocation path once the countdown expired or `ptr` was sampled: a new block (a sample
-/// if the countdown says so), the contents copied, the old block freed.
+/// if the countdown says so), the contents copied, the old block freed (for a NULL `ptr`, only
+/// the new block).
 ///
 /// # Safety
-/// As for [`realloc`]; `ptr` is not NULL, `size` is not 0.
+/// As for [`realloc`]; `size` is not 0.
 #[cold]
 #[inline(never)]
-unsafe fn realloc_slow(ptr: *mut c_void, size: usize, expired: bool) -> *mut c_void {
+unsafe extern "C" fn realloc_slow<C: Countdown>(
+    ptr: *mut c_void,
+    size: usize,
+    expired: bool,
+) -> *mut c_void {
     let marker = 0u8;
     let marker = std::hint::black_box(&marker) as *const u8 as usize;
+    enter_slow_path::<C>();
     allocator::note_jemalloc();
     let period = if expired {
         sampler::on_countdown_expired(size, init::ensure_init)
@@ -314,7 +391,7 @@ unsafe fn realloc_slow(ptr: *mut c_void, size: usize, expired: bool) -> *mut c_v
         None
     };
     if period.is_none() && !RANGE.contains(ptr.cast()) {
-        // SAFETY: ptr is jemalloc's (not sampled); size is non-zero.
+        // SAFETY: ptr is NULL or jemalloc's (not sampled); size is non-zero.
         return unsafe { jem::realloc(ptr, size) };
     }
     let sampled = period.and_then(|period| {
@@ -326,7 +403,7 @@ unsafe fn realloc_slow(ptr: *mut c_void, size: usize, expired: bool) -> *mut c_v
     });
     // SAFETY: jemalloc's malloc accepts any size and sets errno on failure.
     let new = sampled.unwrap_or_else(|| unsafe { jem::malloc(size) });
-    if new.is_null() {
+    if new.is_null() || ptr.is_null() {
         return new;
     }
     // SAFETY: ptr is a live block of this module (caller contract), so jemalloc knows its usable
@@ -346,25 +423,27 @@ unsafe fn realloc_slow(ptr: *mut c_void, size: usize, expired: bool) -> *mut c_v
 /// # Safety
 /// As for [`realloc`].
 #[inline]
-pub unsafe fn reallocarray(ptr: *mut c_void, count: usize, size: usize) -> *mut c_void {
+pub unsafe fn reallocarray<C: Countdown>(
+    ptr: *mut c_void,
+    count: usize,
+    size: usize,
+) -> *mut c_void {
     let Some(total) = count.checked_mul(size) else {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
     };
     // SAFETY: forwarded contract.
-    unsafe { realloc(ptr, total) }
+    unsafe { realloc::<C>(ptr, total) }
 }
 
 /// `malloc_usable_size(ptr)`: the bytes the block can hold (0 for NULL). jemalloc's answer, for
-/// sampled blocks too (the sampled arena is one of its arenas).
+/// sampled blocks too (the sampled arena is one of its arenas): jemalloc's own call with nothing
+/// before it (it answers 0 for NULL itself).
 ///
 /// # Safety
 /// `ptr` is NULL or a live block from this module's allocation functions.
-#[inline]
+#[inline(always)]
 pub unsafe fn malloc_usable_size(ptr: *const c_void) -> usize {
-    if ptr.is_null() {
-        return 0;
-    }
-    // SAFETY: ptr is a live jemalloc block (caller contract).
+    // SAFETY: ptr is NULL or a live jemalloc block (caller contract).
     unsafe { jem::malloc_usable_size(ptr) }
 }

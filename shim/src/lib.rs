@@ -136,17 +136,19 @@ impl<A: GlobalAlloc> Profiled<A> {
         }
     }
 
-    /// The reallocation path once the countdown expired or `ptr` was sampled.
+    /// The reallocation path once the countdown expired or `ptr` was sampled. The arguments come
+    /// in the order `realloc` received them and `this` after them, as in `alloc_slow`: the fast
+    /// path reaches here without moving a register.
     ///
     /// # Safety
     /// The `GlobalAlloc::realloc` contract for `ptr`, `layout` and `new_size`.
     #[cold]
     #[inline(never)]
     unsafe fn realloc_slow(
-        &self,
         ptr: *mut u8,
         layout: Layout,
         new_size: usize,
+        this: &Self,
         expired: bool,
     ) -> *mut u8 {
         let marker = frame_marker!();
@@ -156,18 +158,18 @@ impl<A: GlobalAlloc> Profiled<A> {
         } else {
             None
         };
-        if period.is_none() && !self.range.contains(ptr) {
+        if period.is_none() && !this.range.contains(ptr) {
             // SAFETY: forwarded GlobalAlloc::realloc contract; ptr belongs to the inner allocator.
-            return unsafe { self.inner.realloc(ptr, layout, new_size) };
+            return unsafe { this.inner.realloc(ptr, layout, new_size) };
         }
         // SAFETY: the GlobalAlloc::realloc contract makes new_size with the old alignment a valid
         // layout (non-zero, not overflowing when rounded up to the alignment).
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         // SAFETY: new_layout has a non-zero size; marker is a local of this frame.
         let sampled =
-            period.and_then(|p| unsafe { self.alloc_sampled(new_layout, false, p, marker) });
+            period.and_then(|p| unsafe { this.alloc_sampled(new_layout, false, p, marker) });
         // SAFETY: new_layout is valid and non-zero (see above).
-        let new = sampled.unwrap_or_else(|| unsafe { self.inner.alloc(new_layout) });
+        let new = sampled.unwrap_or_else(|| unsafe { this.inner.alloc(new_layout) });
         if new.is_null() {
             return new;
         }
@@ -175,7 +177,7 @@ impl<A: GlobalAlloc> Profiled<A> {
         // a fresh allocation); ptr was allocated with layout, so dealloc may free it.
         unsafe {
             std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-            self.dealloc(ptr, layout);
+            this.dealloc(ptr, layout);
         }
         new
     }
@@ -219,15 +221,21 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
         }
     }
 
+    /// Two calls of the slow path, each with its `expired` a constant, so that nothing of the
+    /// countdown stays live across the range check: the countdown is one subtract from memory,
+    /// not a load, a copy, a subtract and a store with the old value kept for the slow path.
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let expired = sampler::countdown_expired(new_size);
-        if !expired && !self.range.contains(ptr) {
-            // SAFETY: forwarded GlobalAlloc contract; ptr came from the inner allocator.
-            return unsafe { self.inner.realloc(ptr, layout, new_size) };
+        if sampler::countdown_expired(new_size) {
+            // SAFETY: forwarded GlobalAlloc contract.
+            return unsafe { Self::realloc_slow(ptr, layout, new_size, self, true) };
         }
-        // SAFETY: forwarded GlobalAlloc contract.
-        unsafe { self.realloc_slow(ptr, layout, new_size, expired) }
+        if self.range.contains(ptr) {
+            // SAFETY: forwarded GlobalAlloc contract.
+            return unsafe { Self::realloc_slow(ptr, layout, new_size, self, false) };
+        }
+        // SAFETY: forwarded GlobalAlloc contract; ptr came from the inner allocator.
+        unsafe { self.inner.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -26,7 +26,10 @@ fn recurse_then_allocate(depth: u32, keep: &mut Vec<Vec<u8>>) {
 
 #[test]
 fn eh_frame_samples_carry_whole_stacks_while_libraries_come_and_go() {
-    if cfg!(not(all(target_arch = "x86_64", target_os = "linux"))) {
+    if cfg!(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        target_os = "linux"
+    ))) {
         return;
     }
     jeprof_shim::configure("unwinder:eh_frame,sample_rate:4096,symbolize:false,max_frames:64")

@@ -12,7 +12,7 @@
 //! nothing of the crate.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// Names the type of the table a thread charges its samples to, for [`ThreadState::table`]. That
 /// type is defined a layer up (`parts::thread_totals`, which implements this trait for [`Tables`]),
@@ -34,6 +34,8 @@ pub(crate) type Table = <Tables as TableOf>::Table;
 pub(crate) struct ThreadState {
     /// Bytes this thread may still allocate before its next sample: an allocation of `size` bytes
     /// is a sample when `size > countdown`. The only field the fast path touches (the sampler's).
+    /// Unused when the process's C entry keeps the countdown itself ([`count_down_in`]): the
+    /// slow path reaches the countdown through [`ThreadState::countdown_in_use`].
     pub(crate) countdown: Cell<u64>,
     /// The period R the current countdown was drawn with (0: sampling was off).
     pub(crate) period: Cell<u64>,
@@ -61,6 +63,49 @@ pub(crate) struct ThreadState {
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadState>() == 64);
+
+impl ThreadState {
+    /// The countdown this thread's allocations subtract from: [`ThreadState::countdown`], or the
+    /// word the process's C entry keeps ([`count_down_in`]). Everything but `Profiled`'s fast
+    /// path reads and writes the countdown through this.
+    #[inline]
+    pub(crate) fn countdown_in_use(&self) -> &Cell<u64> {
+        // Ordering: the pointer is the only datum published (what it names is code). Every
+        // slow path stores it before reading the countdown. A thread that has had none, and no
+        // happens-before edge from one, may read null in a guard and park its own cell instead:
+        // then an allocation inside the guard that exhausts the C entry's word takes the slow
+        // path, which stores the pointer and parks the word, and the guard's end sets the word
+        // to the cell's parked value (0 for such a thread), so its next allocation redraws.
+        let word = OUTSIDE_COUNTDOWN.load(Ordering::Relaxed);
+        if word.is_null() {
+            return &self.countdown;
+        }
+        // SAFETY: only `count_down_in` stores here, and it stores a `fn() -> *mut u64`.
+        let word = unsafe { std::mem::transmute::<*mut (), fn() -> *mut u64>(word) };
+        // SAFETY: `count_down_in`'s contract: the word is this thread's, valid for the thread's
+        // life, aligned, and touched by this thread only; `Cell<u64>` has `u64`'s layout, and a
+        // shared `Cell` allows the writes the word receives through other pointers on this
+        // thread (the C entry's fast path, between the profiler's uses of this reference).
+        unsafe { &*word().cast::<Cell<u64>>() }
+    }
+}
+
+/// The function returning the calling thread's countdown word, when the process's C entry keeps
+/// the countdown outside [`ThreadState`] ([`count_down_in`]); null until then.
+static OUTSIDE_COUNTDOWN: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Makes the word `word` returns the countdown of every thread's slow path, guards and restarts
+/// ([`ThreadState::countdown_in_use`]). The preload library keeps its countdown in an
+/// initial-exec thread-local of its own (a shared library's Rust thread-locals are reached
+/// through `__tls_get_addr`), and calls this on every slow path, before the countdown is read.
+///
+/// # Safety
+/// `word` returns, on every thread, that thread's countdown: aligned, valid for the thread's life
+/// (no destructor), and read or written by that thread only. Every call passes the same function.
+pub(crate) unsafe fn count_down_in(word: fn() -> *mut u64) {
+    // Ordering: see `countdown_in_use`.
+    OUTSIDE_COUNTDOWN.store(word as *mut (), Ordering::Relaxed);
+}
 
 thread_local! {
     static THREAD: ThreadState = const {
@@ -146,7 +191,7 @@ pub(crate) fn restart_countdowns() {
     // Inside a guard, the guard's end sees the new epoch and does this.
     let _ = THREAD.try_with(|t| {
         if !t.in_profiler.get() {
-            t.countdown.set(0);
+            t.countdown_in_use().set(0);
         }
     });
 }
@@ -197,7 +242,7 @@ impl Guard {
                 let saved_countdown = if was_inside {
                     0
                 } else {
-                    t.countdown.replace(GUARDED_COUNTDOWN)
+                    t.countdown_in_use().replace(GUARDED_COUNTDOWN)
                 };
                 Guard {
                     was_inside,
@@ -218,7 +263,7 @@ impl Drop for Guard {
                 // Settings changed meanwhile (maybe by this very thread): restart the countdown
                 // at the next allocation, as `restart_countdowns` does outside a guard.
                 let changed = t.seen_epoch.get() != epoch();
-                t.countdown
+                t.countdown_in_use()
                     .set(if changed { 0 } else { self.saved_countdown });
             }
             t.in_profiler.set(self.was_inside);

@@ -45,7 +45,7 @@ pub(crate) fn on_countdown_expired(size: usize, ensure_init: impl FnOnce()) -> O
 fn expired(t: &ThreadState, size: usize, ensure_init: impl FnOnce()) -> Option<u64> {
     if thread::in_profiler(t) {
         // Only after 2^62 bytes inside one guard; never a sample.
-        t.countdown.set(GUARDED_COUNTDOWN);
+        t.countdown_in_use().set(GUARDED_COUNTDOWN);
         return None;
     }
     if t.seen_epoch.get() != thread::epoch() {
@@ -59,7 +59,10 @@ fn expired(t: &ThreadState, size: usize, ensure_init: impl FnOnce()) -> Option<u
         t.seen_epoch.set(thread::epoch());
         reseed(t);
         redraw(t);
-        if !countdown_expired(size) {
+        let countdown = t.countdown_in_use();
+        let (left, borrowed) = countdown.get().overflowing_sub(size as u64);
+        countdown.set(left);
+        if !borrowed {
             return None;
         }
     }
@@ -76,7 +79,7 @@ fn redraw(t: &ThreadState) {
     } else {
         (draw_countdown(next_random(t), period), period)
     };
-    t.countdown.set(bytes);
+    t.countdown_in_use().set(bytes);
     t.period.set(drawn_with);
 }
 

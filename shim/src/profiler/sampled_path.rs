@@ -58,9 +58,15 @@ pub(crate) fn dropped() -> Dropped {
 /// Allocates a sampled object from the sampled arena and records it. `None` when the sample is
 /// dropped (the reason is counted); the caller then allocates from the inner allocator.
 ///
+/// Inlined into its callers (the allocator's slow paths, the C API's), so that the capture starts
+/// in the frame that holds `marker`: every frame between the capture and the marker is unwound and
+/// then thrown away (about 40 instructions each with `.eh_frame`), and this function's own would
+/// be one more. The rest of the work, [`allocate_and_record`], stays out of line.
+///
 /// # Safety
 /// `layout` has a non-zero size (the `GlobalAlloc::alloc` contract). `marker` is the address of a
 /// local variable of the caller's frame (frames up to it are not recorded).
+#[inline(always)]
 pub(crate) unsafe fn alloc_sampled(
     layout: Layout,
     zeroed: bool,
@@ -71,7 +77,22 @@ pub(crate) unsafe fn alloc_sampled(
     let mut buf = [const { MaybeUninit::<u64>::uninit() }; MAX_FRAMES_LIMIT];
     let max = settings::max_frames().clamp(1, MAX_FRAMES_LIMIT);
     let frames = capture::capture_uninit(capture::current_unwinder(), marker, &mut buf[..max]);
+    // SAFETY: forwarded contract (layout has a non-zero size).
+    unsafe { allocate_and_record(layout, zeroed, period, frames) }
+}
 
+/// [`alloc_sampled`] once the stack is captured: allocates from the sampled arena and records the
+/// sample under `frames`. Runs inside the caller's re-entrancy guard.
+///
+/// # Safety
+/// `layout` has a non-zero size.
+#[inline(never)]
+unsafe fn allocate_and_record(
+    layout: Layout,
+    zeroed: bool,
+    period: u64,
+    frames: &[u64],
+) -> Option<*mut u8> {
     let size = layout.size();
     let flags = match sampled_arena::flags(size, layout.align(), settings::arena_size()) {
         Ok(flags) => flags,

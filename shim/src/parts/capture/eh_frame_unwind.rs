@@ -1,13 +1,23 @@
-//! Stack capture from the program's own `.eh_frame` unwind tables, without libgcc (x86_64 Linux).
+//! Stack capture from the program's own `.eh_frame` unwind tables, without libgcc (x86_64 and
+//! aarch64 Linux).
 //!
 //! The DWARF call-frame information (CFI) that libgcc reads is already mapped in memory: every
 //! loaded object's `PT_GNU_EH_FRAME` program header points at its `.eh_frame_hdr` (a sorted table
 //! of function start → FDE), and that header points at `.eh_frame`. gimli parses those live bytes
 //! and evaluates the FDE's CFI program to the row for an address; this module keeps, per return
-//! address, only what a return address needs from that row (where the CFA is, relative to `rsp`
-//! or `rbp`; where the caller's `rbp` was saved), in a 1,024-slot cache of 512 sets of two. A
-//! frame seen before then costs a hash lookup and one or two bounds-checked stack reads. See
-//! `docs/design.md` §8.
+//! address, only what a return address needs from that row (where the CFA is, relative to the
+//! stack pointer or the frame pointer; where the return address and the caller's frame pointer
+//! were saved), in a 1,024-slot cache of 512 sets of two. A frame seen before then costs a hash
+//! lookup and one to three bounds-checked stack reads. See `docs/design.md` §8.
+//!
+//! The walker is one; what differs per architecture sits in its `arch` module: the registers the
+//! walk carries, the rule a CFI row gives, one step. On x86_64 the CFA is `rsp` or `rbp` plus an
+//! offset and the return address is at CFA − 8 (where `call` pushed it). On aarch64 the CFA is
+//! `sp` or `x29` plus an offset, and the return address is the caller's `x30` (the CIE's
+//! return-address column): saved below the CFA where the frame saved it, still in the register
+//! where it did not (the first frame, whose registers the capture reads itself). Return addresses
+//! signed by pointer authentication (`-mbranch-protection`, which the CFI marks with
+//! `DW_CFA_AARCH64_negate_ra_state`) are stripped (`super::strip_return_address`).
 //!
 //! What makes it fit the sampled path:
 //! - **No lock across the walk.** The object list is an immutable snapshot behind an `AtomicPtr`;
@@ -33,7 +43,8 @@
 //!
 //! Limits: CFI it does not follow (a CFA given as a DWARF expression, as in glibc's signal
 //! trampoline `__restore_rt`; a register saved in another register; a CFA offset that is not a
-//! positive multiple of 8; a caller's `rbp` saved at or above the return address) ends the walk
+//! positive multiple of 8; on x86_64 a caller's `rbp` saved at or above the return address; on
+//! aarch64 a saved `x29` or `x30` not below the CFA, or a frame over 256 KiB) ends the walk
 //! there, so a stack captured inside a signal handler stops at the signal frame (allocating in a
 //! signal handler is undefined anyway). After a library is unloaded and another loaded at the same
 //! address, up to 63 captures per cache may still use a cached rule of the old one (a wrong
@@ -42,18 +53,30 @@
 //! unload event seen.
 
 /// Whether this unwinder exists on this target.
-pub(crate) const SUPPORTED: bool = cfg!(all(target_arch = "x86_64", target_os = "linux"));
+pub(crate) const SUPPORTED: bool = cfg!(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+));
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+))]
 pub(crate) use imp::walk;
 
 /// Without support the walk returns no frame (callers pick another unwinder: see `SUPPORTED`).
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[cfg(not(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+)))]
 pub(crate) fn walk(_marker: usize, _buf: &mut [std::mem::MaybeUninit<u64>]) -> usize {
     0
 }
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+))]
 mod imp {
     use std::cell::Cell;
     use std::mem::MaybeUninit;
@@ -61,9 +84,9 @@ mod imp {
     use std::sync::atomic::{AtomicPtr, Ordering};
 
     use gimli::{
-        BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EhFrameOffset, EndianSlice,
-        FrameDescriptionEntry, LittleEndian, ParsedEhFrameHdr, Register, RegisterRule,
-        UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
+        BaseAddresses, EhFrame, EhFrameHdr, EhFrameOffset, EndianSlice, FrameDescriptionEntry,
+        LittleEndian, ParsedEhFrameHdr, Register, RegisterRule, UnwindContext,
+        UnwindContextStorage, UnwindSection, UnwindTableRow,
     };
 
     use crate::base::thread::{self, Guard};
@@ -211,86 +234,383 @@ mod imp {
         }
     }
 
-    /// How to step from a frame to its caller, from the CFI row at its address: the canonical
-    /// frame address (CFA) is `rsp` (or `rbp`, when `from_bp`) plus `cfa_offset`; the return
-    /// address is stored at `CFA − 8` (where `call` pushed it: x86_64 CFI always says so, and a row
-    /// that says otherwise ends the walk), the caller's `rbp` at `CFA + bp_at` (or kept, when
-    /// `bp_at` is `KEPT`); the caller's `rsp` is the CFA.
-    ///
-    /// Eight bytes, so it travels in one register; and no separate "kind": a row the walk cannot
-    /// follow (or the end of the stack) is [`Rule::STOP`], whose CFA equals `rsp`, which the walk's
-    /// one bounds check (the CFA must lie above `rsp`) refuses. So a cached frame costs no branch
-    /// on the kind of rule, only the `rsp`/`rbp` select.
-    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-    #[repr(C)]
-    struct Rule {
-        /// A positive multiple of 8 (0 only in `Rule::STOP`).
-        cfa_offset: i32,
-        /// A multiple of 8 and at most −8 (or `KEPT`): an aligned word below the return address.
-        bp_at: i16,
-        from_bp: bool,
-    }
-
-    const KEPT: i16 = i16::MIN;
-
-    impl Rule {
-        /// Ends the walk: CFA = `rsp` + 0, never above `rsp`. Used where the return address is
-        /// undefined (`_start`, thread start), where there is no CFI, and for CFI this walker does
-        /// not follow (an expression, a register rule): libgcc stops at the first two as well.
-        const STOP: Rule = Rule {
-            cfa_offset: 0,
-            bp_at: KEPT,
-            from_bp: false,
+    /// The x86_64 part of the walk: the registers it follows (`rsp`, `rbp`; the return address is
+    /// on the stack, where `call` pushed it), the rule a CFI row gives for them, and one step.
+    #[cfg(target_arch = "x86_64")]
+    mod arch {
+        use gimli::{
+            CfaRule, Register, RegisterRule, UnwindContextStorage, UnwindTableRow, Vendor, X86_64,
         };
 
-        /// The rule a CFI row gives, for the three registers that matter here.
-        fn from_row<S: UnwindContextStorage<usize>>(row: &UnwindTableRow<usize, S>) -> Rule {
-            let (from_bp, cfa_offset) = match *row.cfa() {
-                CfaRule::RegisterAndOffset { register, offset } => {
-                    // A CFA at or below the register it is computed from is never a caller's
-                    // frame (and would read as `STOP` anyway).
-                    // A multiple of 8, so the CFA keeps the word alignment of its base (x86_64
-                    // CFI never says otherwise).
-                    let Ok(offset @ 1..) = i32::try_from(offset) else {
-                        return Rule::STOP;
-                    };
-                    if offset % 8 != 0 {
-                        return Rule::STOP;
-                    }
-                    match register {
-                        X86_64::RSP => (false, offset),
-                        X86_64::RBP => (true, offset),
-                        _ => return Rule::STOP,
-                    }
+        /// x86_64 CFI uses no vendor extension.
+        pub(super) const VENDOR: Vendor = Vendor::Default;
+
+        /// How to step from a frame to its caller, from the CFI row at its address: the canonical
+        /// frame address (CFA) is `rsp` (or `rbp`, when `from_bp`) plus `cfa_offset`; the return
+        /// address is stored at `CFA − 8` (where `call` pushed it: x86_64 CFI always says so, and a
+        /// row that says otherwise ends the walk), the caller's `rbp` at `CFA + bp_at` (or kept,
+        /// when `bp_at` is `KEPT`); the caller's `rsp` is the CFA.
+        ///
+        /// Eight bytes, so it travels in one register; and no separate "kind": a row the walk
+        /// cannot follow (or the end of the stack) is [`Rule::STOP`], whose CFA equals `rsp`, which
+        /// the walk's one bounds check (the CFA must lie above `rsp`) refuses. So a cached frame
+        /// costs no branch on the kind of rule, only the `rsp`/`rbp` select.
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        #[repr(C)]
+        pub(super) struct Rule {
+            /// A positive multiple of 8 (0 only in `Rule::STOP`).
+            cfa_offset: i32,
+            /// A multiple of 8 and at most −8 (or `KEPT`): an aligned word below the return
+            /// address.
+            bp_at: i16,
+            from_bp: bool,
+        }
+
+        const KEPT: i16 = i16::MIN;
+
+        impl Rule {
+            /// Ends the walk: CFA = `rsp` + 0, never above `rsp`. Used where the return address is
+            /// undefined (`_start`, thread start), where there is no CFI, and for CFI this walker
+            /// does not follow (an expression, a register rule): libgcc stops at the first two as
+            /// well.
+            pub(super) const STOP: Rule = Rule {
+                cfa_offset: 0,
+                bp_at: KEPT,
+                from_bp: false,
+            };
+
+            /// The rule a CFI row gives, for the three registers that matter here;
+            /// `return_address` is the CIE's return-address column.
+            pub(super) fn from_row<S: UnwindContextStorage<usize>>(
+                row: &UnwindTableRow<usize, S>,
+                return_address: Register,
+            ) -> Rule {
+                if return_address != X86_64::RA {
+                    return Rule::STOP;
                 }
-                CfaRule::Expression(_) => return Rule::STOP,
-            };
-            match row.register(X86_64::RA) {
-                Some(RegisterRule::Offset(-8)) => {}
-                // Undefined (the outermost frame) and anything else: the walk ends here.
-                _ => return Rule::STOP,
-            }
-            // The caller's rbp is saved below the return address (pushed after it), which the
-            // walk relies on: it reads `CFA + bp_at` after checking only that it is at or above
-            // `rsp`. x86_64 CFI never says otherwise; a row that does ends the walk.
-            let bp_at = match row.register(X86_64::RBP) {
-                None | Some(RegisterRule::SameValue) => KEPT,
-                Some(RegisterRule::Offset(o)) if o % 8 == 0 && o <= -8 => match i16::try_from(o) {
-                    Ok(o) if o != KEPT => o,
+                let (from_bp, cfa_offset) = match *row.cfa() {
+                    CfaRule::RegisterAndOffset { register, offset } => {
+                        // A CFA at or below the register it is computed from is never a caller's
+                        // frame (and would read as `STOP` anyway).
+                        // A multiple of 8, so the CFA keeps the word alignment of its base (x86_64
+                        // CFI never says otherwise).
+                        let Ok(offset @ 1..) = i32::try_from(offset) else {
+                            return Rule::STOP;
+                        };
+                        if offset % 8 != 0 {
+                            return Rule::STOP;
+                        }
+                        match register {
+                            X86_64::RSP => (false, offset),
+                            X86_64::RBP => (true, offset),
+                            _ => return Rule::STOP,
+                        }
+                    }
+                    CfaRule::Expression(_) => return Rule::STOP,
+                };
+                match row.register(X86_64::RA) {
+                    Some(RegisterRule::Offset(-8)) => {}
+                    // Undefined (the outermost frame) and anything else: the walk ends here.
                     _ => return Rule::STOP,
-                },
-                _ => return Rule::STOP,
+                }
+                // The caller's rbp is saved below the return address (pushed after it), which the
+                // walk relies on: it reads `CFA + bp_at` after checking only that it is at or
+                // above `rsp`. x86_64 CFI never says otherwise; a row that does ends the walk.
+                let bp_at = match row.register(X86_64::RBP) {
+                    None | Some(RegisterRule::SameValue) => KEPT,
+                    Some(RegisterRule::Offset(o)) if o % 8 == 0 && o <= -8 => {
+                        match i16::try_from(o) {
+                            Ok(o) if o != KEPT => o,
+                            _ => return Rule::STOP,
+                        }
+                    }
+                    _ => return Rule::STOP,
+                };
+                Rule {
+                    cfa_offset,
+                    bp_at,
+                    from_bp,
+                }
+            }
+        }
+
+        /// The registers of the frame being unwound, and the top of the stack.
+        ///
+        /// Invariant (once `walk` has checked `sp` and set `top`): `[sp, top)` is live stack of
+        /// this thread (from `walk`'s own frame, or above it, to the top of the stack mapping),
+        /// and `sp` is 8-aligned.
+        pub(super) struct Walk {
+            pub(super) top: u64,
+            pub(super) sp: u64,
+            bp: u64,
+        }
+
+        /// The caller's own pc and registers (inlined into `walk`: its frame is the first one),
+        /// with `top` still to be set.
+        #[inline(always)]
+        pub(super) fn here() -> (u64, Walk) {
+            let (ip, sp, bp): (u64, u64, u64);
+            // SAFETY: reads rip (via a rip-relative lea), rsp and rbp into variables; no memory
+            // access, no side effect.
+            unsafe {
+                std::arch::asm!(
+                    "lea {ip}, [rip]",
+                    "mov {sp}, rsp",
+                    "mov {bp}, rbp",
+                    ip = out(reg) ip,
+                    sp = out(reg) sp,
+                    bp = out(reg) bp,
+                    options(nomem, nostack, preserves_flags)
+                )
             };
-            Rule {
-                cfa_offset,
-                bp_at,
-                from_bp,
+            (ip, Walk { top: 0, sp, bp })
+        }
+
+        impl Walk {
+            /// Steps to the caller with `rule`: updates `sp` and `bp` and returns the caller's
+            /// return address, or `None` where the stack ends or cannot be followed.
+            #[inline(always)]
+            pub(super) fn apply(&mut self, rule: &Rule) -> Option<u64> {
+                // `rbp` rounded down to a word: in a frame that sets it up it is aligned already
+                // (copied from the aligned `rsp`); elsewhere it may hold anything, and rounding
+                // keeps the CFA aligned without a check per frame, as `cfa_offset` is a multiple
+                // of 8.
+                let base = if rule.from_bp { self.bp & !7 } else { self.sp };
+                // Wrapping arithmetic: a CFA that wraps fails the bounds check below.
+                let cfa = base.wrapping_add_signed(rule.cfa_offset.into());
+                // The stack only grows towards the top: this bounds the walk, and refuses
+                // `Rule::STOP`, whose CFA is `sp`.
+                if cfa <= self.sp || cfa > self.top {
+                    return None;
+                }
+                // SAFETY: sp < cfa ≤ top, both 8-aligned (the invariant; `base` is, and so is
+                // `cfa_offset`, see `Rule::from_row`), and the check just above:
+                // `cfa − 8` is an aligned word of `[sp, top)`, live stack by the invariant.
+                let ret = unsafe { *(cfa.wrapping_sub(8) as *const u64) };
+                if rule.bp_at != KEPT {
+                    // `bp_at` ≤ −8 (`Rule::from_row`), so `at` ≤ cfa − 8: only its lower end
+                    // needs a check (a wrapped `at` is above `cfa`, which `bp_at` ≤ −8 rules
+                    // out).
+                    let at = cfa.wrapping_add_signed(rule.bp_at.into());
+                    if at < self.sp {
+                        return None;
+                    }
+                    // SAFETY: sp ≤ at ≤ cfa − 8 < top, 8-aligned (cfa and bp_at are): a word of
+                    // live stack by the invariant.
+                    self.bp = unsafe { *(at as *const u64) };
+                }
+                // Keeps the invariant: sp < cfa ≤ top, cfa 8-aligned.
+                self.sp = cfa;
+                (ret >= 4096).then_some(ret)
             }
         }
     }
 
+    /// The aarch64 part of the walk: the registers it follows (`sp`, `x29`, and `x30`, which
+    /// holds the return address until a frame saves it), the rule a CFI row gives for them, and
+    /// one step. Every return address is stripped of its pointer-authentication code.
+    #[cfg(target_arch = "aarch64")]
+    mod arch {
+        use gimli::{
+            AArch64, CfaRule, Register, RegisterRule, UnwindContextStorage, UnwindTableRow, Vendor,
+        };
+
+        use super::super::super::strip_return_address;
+
+        /// `DW_CFA_AARCH64_negate_ra_state` (0x2d) is an AArch64 extension: gimli parses it only
+        /// for this vendor (otherwise it is an unknown instruction, and every frame of code built
+        /// with `-mbranch-protection` would end the walk).
+        pub(super) const VENDOR: Vendor = Vendor::AArch64;
+
+        /// How to step from a frame to its caller, from the CFI row at its address: the CFA is
+        /// `sp` (or `x29`, when `from_fp`) plus `cfa_words` words; the caller's `x30` (the CIE's
+        /// return-address column, so the return address) is at `CFA + 8·lr_at`, its `x29` at
+        /// `CFA + 8·fp_at`, each kept where the row saves nothing (`KEPT`: a frame that has not
+        /// saved `x30` yet still holds the return address in it); the caller's `sp` is the CFA.
+        ///
+        /// Eight bytes, as on x86_64, so a cache slot stays sixteen. Offsets count words, not
+        /// bytes, because `x29` and `x30` are not always next to the CFA: GCC saves them at the
+        /// bottom of the frame, `CFA − frame size` (16 bits of words reach 256 KiB below it).
+        /// A row the walk cannot follow is [`Rule::STOP`], whose CFA equals `sp`.
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        #[repr(C)]
+        pub(super) struct Rule {
+            /// Positive (0 only in `Rule::STOP`).
+            cfa_words: u16,
+            /// At most −1 (or `KEPT`): a word below the CFA.
+            lr_at: i16,
+            /// At most −1 (or `KEPT`): a word below the CFA.
+            fp_at: i16,
+            from_fp: bool,
+        }
+
+        const KEPT: i16 = i16::MIN;
+
+        impl Rule {
+            /// Ends the walk: CFA = `sp` + 0, never above `sp`. Used where the return address is
+            /// undefined (`_start` and thread start say `.cfi_undefined x30`), where there is no
+            /// CFI, and for CFI this walker does not follow (an expression, a register saved in
+            /// another register, a slot not below the CFA or beyond 256 KiB of it).
+            pub(super) const STOP: Rule = Rule {
+                cfa_words: 0,
+                lr_at: KEPT,
+                fp_at: KEPT,
+                from_fp: false,
+            };
+
+            /// The rule a CFI row gives, for the registers that matter here; `return_address` is
+            /// the CIE's return-address column (`x30` in every aarch64 CIE; another ends the
+            /// walk).
+            ///
+            /// `DW_CFA_AARCH64_negate_ra_state` toggles gimli's `RA_SIGN_STATE` pseudo-register
+            /// (a constant 0 or 1): 1 where the saved `x30` is signed. The walk strips every
+            /// return address it takes (`strip_return_address`, a no-op on an unsigned one), so
+            /// the state only has to be one gimli tracks; anything else ends the walk.
+            pub(super) fn from_row<S: UnwindContextStorage<usize>>(
+                row: &UnwindTableRow<usize, S>,
+                return_address: Register,
+            ) -> Rule {
+                if return_address != AArch64::X30 {
+                    return Rule::STOP;
+                }
+                let (from_fp, cfa_words) = match *row.cfa() {
+                    CfaRule::RegisterAndOffset { register, offset } => {
+                        // A positive multiple of 8 (aarch64 keeps `sp` 16-aligned), so the CFA
+                        // keeps the word alignment of its base.
+                        let words = (offset % 8 == 0)
+                            .then_some(offset / 8)
+                            .and_then(|w| u16::try_from(w).ok())
+                            .filter(|&w| w > 0);
+                        let Some(words) = words else {
+                            return Rule::STOP;
+                        };
+                        match register {
+                            AArch64::SP => (false, words),
+                            AArch64::X29 => (true, words),
+                            _ => return Rule::STOP,
+                        }
+                    }
+                    CfaRule::Expression(_) => return Rule::STOP,
+                };
+                let (Some(lr_at), Some(fp_at)) = (
+                    saved_at(row.register(AArch64::X30)),
+                    saved_at(row.register(AArch64::X29)),
+                ) else {
+                    return Rule::STOP;
+                };
+                match row.register(AArch64::RA_SIGN_STATE) {
+                    None | Some(RegisterRule::Constant(0 | 1)) => {}
+                    _ => return Rule::STOP,
+                }
+                Rule {
+                    cfa_words,
+                    lr_at,
+                    fp_at,
+                    from_fp,
+                }
+            }
+        }
+
+        /// Where a row saves a register, in words from the CFA: `KEPT` when it does not (the
+        /// register holds the caller's value), `None` for a rule the walk does not follow
+        /// (undefined, as the outermost frame's `x30`; another register; an expression; a slot
+        /// not below the CFA, or further than `i16` words).
+        fn saved_at(rule: Option<RegisterRule<usize>>) -> Option<i16> {
+            match rule {
+                None | Some(RegisterRule::SameValue) => Some(KEPT),
+                Some(RegisterRule::Offset(o)) if o % 8 == 0 && o <= -8 => {
+                    i16::try_from(o / 8).ok().filter(|&w| w != KEPT)
+                }
+                _ => None,
+            }
+        }
+
+        /// The registers of the frame being unwound, and the top of the stack.
+        ///
+        /// Invariant (once `walk` has checked `sp` and set `top`): `[sp, top)` is live stack of
+        /// this thread (from `walk`'s own frame, or above it, to the top of the stack mapping),
+        /// and `sp` is 8-aligned. `lr` is `x30` as the frame holds it: signed or not.
+        pub(super) struct Walk {
+            pub(super) top: u64,
+            pub(super) sp: u64,
+            fp: u64,
+            lr: u64,
+        }
+
+        /// The caller's own pc and registers (inlined into `walk`: its frame is the first one),
+        /// with `top` still to be set. `x30` is read with the others: where the CFI row at this
+        /// pc says it is not saved yet, it holds the return address.
+        #[inline(always)]
+        pub(super) fn here() -> (u64, Walk) {
+            let (pc, sp, fp, lr): (u64, u64, u64, u64);
+            // SAFETY: reads pc (the address of this `adr`), sp, x29 and x30 into variables; no
+            // memory access, no side effect.
+            unsafe {
+                std::arch::asm!(
+                    "adr {pc}, .",
+                    "mov {sp}, sp",
+                    "mov {fp}, x29",
+                    "mov {lr}, x30",
+                    pc = out(reg) pc,
+                    sp = out(reg) sp,
+                    fp = out(reg) fp,
+                    lr = out(reg) lr,
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
+            (pc, Walk { top: 0, sp, fp, lr })
+        }
+
+        impl Walk {
+            /// Reads the word at `CFA + 8·words` if it lies in `[sp, cfa)`.
+            #[inline(always)]
+            fn saved(&self, cfa: u64, words: i16) -> Option<u64> {
+                let at = cfa.wrapping_add_signed(i64::from(words) * 8);
+                // One compare for both ends: a wrapped `at` (or one below `sp`) is far from
+                // `sp` in unsigned distance.
+                if at.wrapping_sub(self.sp) >= cfa - self.sp {
+                    return None;
+                }
+                // SAFETY: sp ≤ at < cfa ≤ top (the check above and the caller's), 8-aligned
+                // (cfa is, and the offset is whole words): a word of live stack by the
+                // invariant.
+                Some(unsafe { *(at as *const u64) })
+            }
+
+            /// Steps to the caller with `rule`: updates `sp`, `x29` and `x30` and returns the
+            /// caller's return address (stripped), or `None` where the stack ends or cannot be
+            /// followed.
+            #[inline(always)]
+            pub(super) fn apply(&mut self, rule: &Rule) -> Option<u64> {
+                // `x29` rounded down to a word, as `rbp` on x86_64: aligned in a frame that sets
+                // it up, anything elsewhere, and the CFA stays aligned without a check.
+                let base = if rule.from_fp { self.fp & !7 } else { self.sp };
+                // Wrapping arithmetic: a CFA that wraps fails the bounds check below.
+                let cfa = base.wrapping_add(u64::from(rule.cfa_words) * 8);
+                // The stack only grows towards the top: this bounds the walk, and refuses
+                // `Rule::STOP`, whose CFA is `sp`.
+                if cfa <= self.sp || cfa > self.top {
+                    return None;
+                }
+                if rule.lr_at != KEPT {
+                    self.lr = self.saved(cfa, rule.lr_at)?;
+                }
+                if rule.fp_at != KEPT {
+                    self.fp = self.saved(cfa, rule.fp_at)?;
+                }
+                // Keeps the invariant: sp < cfa ≤ top, cfa 8-aligned.
+                self.sp = cfa;
+                let ret = strip_return_address(self.lr);
+                (ret >= 4096).then_some(ret)
+            }
+        }
+    }
+
+    use arch::{Rule, Walk};
+
     /// gimli's working storage for evaluating one FDE's CFI program, fixed-size so that a cache
-    /// miss never allocates: 32 register rules (x86_64 CFI names at most 17 registers) and 4
+    /// miss never allocates: 32 register rules (x86_64 CFI names at most 17 registers; aarch64's
+    /// at most 22 callee-saved ones and `RA_SIGN_STATE`) and 4
     /// remembered states (`DW_CFA_remember_state` nesting). A program that needs more is an error,
     /// and the walk stops there.
     struct FixedStorage;
@@ -437,15 +757,17 @@ mod imp {
                 Some(object) => object
                     .fde_for(address)
                     .and_then(|fde| {
-                        fde.unwind_info_for_address(
-                            &object.eh_frame,
-                            &object.bases,
-                            &mut self.context,
-                            address,
-                        )
-                        .ok()
+                        let row = fde
+                            .unwind_info_for_address(
+                                &object.eh_frame,
+                                &object.bases,
+                                &mut self.context,
+                                address,
+                            )
+                            .ok()?;
+                        Some(Rule::from_row(row, fde.cie().return_address_register()))
                     })
-                    .map_or(Rule::STOP, Rule::from_row),
+                    .unwrap_or(Rule::STOP),
             };
             Entry { address, rule }
         }
@@ -514,26 +836,14 @@ mod imp {
         if buf.is_empty() {
             return 0;
         }
-        let (ip, sp, bp): (u64, u64, u64);
-        // SAFETY: reads rip (via a rip-relative lea), rsp and rbp into variables; no memory
-        // access, no side effect.
-        unsafe {
-            std::arch::asm!(
-                "lea {ip}, [rip]",
-                "mov {sp}, rsp",
-                "mov {bp}, rbp",
-                ip = out(reg) ip,
-                sp = out(reg) sp,
-                bp = out(reg) bp,
-                options(nomem, nostack, preserves_flags)
-            )
-        };
+        let (ip, mut walk) = arch::here();
+        let sp = walk.sp;
         let this = this_thread();
         let top = this.top as u64;
         // `sp` is in this function's frame: everything from it to the top of the thread's stack
         // is live stack. Outside that stack (an alternate signal stack) we do not know the bounds.
         // `sp` is 16-aligned here (the ABI's alignment at a call, kept by the prologue), which
-        // `Walk::step` relies on.
+        // `Walk::apply` relies on.
         if top <= 1 || !(this.bottom as u64..top).contains(&sp) || top - sp < 16 || sp % 8 != 0 {
             return 0;
         }
@@ -543,7 +853,7 @@ mod imp {
         // Cached rules are reused without asking the loader (a miss always asks first), but not
         // for long: every 64th capture on a cache compares it with the loader's counters, so a
         // rule of an unloaded object does not outlive it by much (it could only give a wrong
-        // frame, never a bad read: rules only read the stack, through `Walk::step`).
+        // frame, never a bad read: rules only read the stack, through `Walk::apply`).
         let RuleCache { entries, state } = &mut *cache;
         let entries: &mut [Entry; RULE_SLOTS] = entries;
         state.checked = None;
@@ -552,7 +862,7 @@ mod imp {
             put_cache(cache, this.slot);
             return 0;
         }
-        let mut walk = Walk { top, sp, bp };
+        walk.top = top;
         // The first frame is this function's at `ip`; callers' are looked up at their return
         // address minus one, inside the call instruction (a call may be a function's last).
         // Frames up to the marker's are the profiler's own: stepped over, not recorded. The
@@ -587,20 +897,10 @@ mod imp {
         n
     }
 
-    /// The registers of the frame being unwound, and the top of the stack.
-    ///
-    /// Invariant: `[sp, top)` is live stack of this thread (from `walk`'s own frame, or above
-    /// it, to the top of the stack mapping), and `sp` is 8-aligned.
-    struct Walk {
-        top: u64,
-        sp: u64,
-        bp: u64,
-    }
-
     impl Walk {
         /// Steps from the frame at `address` (its pc, or a return address minus one) to its
-        /// caller: updates `sp` and `bp` and returns the caller's return address, or `None` where
-        /// the stack ends or cannot be followed.
+        /// caller with the rule cached for `address`: returns the caller's return address, or
+        /// `None` where the stack ends or cannot be followed.
         #[inline(always)]
         fn step(
             &mut self,
@@ -608,36 +908,7 @@ mod imp {
             state: &mut MissState,
             address: u64,
         ) -> Option<u64> {
-            let rule = rule(entries, state, address);
-            // `rbp` rounded down to a word: in a frame that sets it up it is aligned already
-            // (copied from the aligned `rsp`); elsewhere it may hold anything, and rounding keeps
-            // the CFA aligned without a check per frame, as `cfa_offset` is a multiple of 8.
-            let base = if rule.from_bp { self.bp & !7 } else { self.sp };
-            // Wrapping arithmetic: a CFA that wraps fails the bounds check below.
-            let cfa = base.wrapping_add_signed(rule.cfa_offset.into());
-            // The stack only grows towards the top: this bounds the walk, and refuses
-            // `Rule::STOP`, whose CFA is `sp`.
-            if cfa <= self.sp || cfa > self.top {
-                return None;
-            }
-            // SAFETY: sp < cfa ≤ top, both 8-aligned (the invariant; `base` is, and so is
-            // `cfa_offset`, see `Rule::from_row`), and the check just above:
-            // `cfa − 8` is an aligned word of `[sp, top)`, live stack by the invariant.
-            let ret = unsafe { *(cfa.wrapping_sub(8) as *const u64) };
-            if rule.bp_at != KEPT {
-                // `bp_at` ≤ −8 (`Rule::from_row`), so `at` ≤ cfa − 8: only its lower end needs a
-                // check (a wrapped `at` is above `cfa`, which `bp_at` ≤ −8 rules out).
-                let at = cfa.wrapping_add_signed(rule.bp_at.into());
-                if at < self.sp {
-                    return None;
-                }
-                // SAFETY: sp ≤ at ≤ cfa − 8 < top, 8-aligned (cfa and bp_at are): a word of
-                // live stack by the invariant.
-                self.bp = unsafe { *(at as *const u64) };
-            }
-            // Keeps the invariant: sp < cfa ≤ top, cfa 8-aligned.
-            self.sp = cfa;
-            (ret >= 4096).then_some(ret)
+            self.apply(rule(entries, state, address))
         }
     }
 
@@ -877,6 +1148,7 @@ mod imp {
         let eh_frame_bytes = live(eh_frame_avma.checked_sub(bias)?)?;
         let mut eh_frame = EhFrame::new(eh_frame_bytes.slice(), LittleEndian);
         eh_frame.set_address_size(8);
+        eh_frame.set_vendor(arch::VENDOR);
         let bases = bases.set_eh_frame(eh_frame_avma);
         // Parsed again with the complete bases (the table's entries are relative to the header).
         let hdr = EhFrameHdr::new(hdr_bytes.slice(), LittleEndian)

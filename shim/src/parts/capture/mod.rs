@@ -10,7 +10,7 @@
 //!   walker's own stack pointer and the top of the thread's stack (`pthread_getattr_np`, asked once
 //!   per thread), so the walk only reads live stack memory: it never faults and takes no lock.
 //!   It is only complete when every function on the stack keeps frame pointers.
-//! - **`.eh_frame`** ([`Unwinder::EhFrame`], x86_64 Linux; [`eh_frame_unwind`]): reads the loaded
+//! - **`.eh_frame`** ([`Unwinder::EhFrame`], x86_64 and aarch64 Linux; [`eh_frame_unwind`]): reads the loaded
 //!   objects' DWARF unwind tables in place (gimli) and caches a compact rule per return address:
 //!   complete without frame pointers, the same frames as libgcc, no lock held across the walk, no
 //!   allocation once warm, never faults.
@@ -40,7 +40,7 @@ pub enum Unwinder {
     /// `backtrace::trace_unsynchronized` (libgcc's DWARF unwinder).
     Backtrace,
     /// The loaded objects' `.eh_frame` tables read in place (gimli), rules cached per return
-    /// address (x86_64 Linux).
+    /// address (x86_64 and aarch64 Linux).
     EhFrame,
 }
 
@@ -217,6 +217,40 @@ fn frame_pointer() -> usize {
     0
 }
 
+/// A return address without its pointer-authentication code (PAC).
+///
+/// aarch64 code built with `-mbranch-protection=standard` (or `pac-ret`) signs the return address
+/// in `x30` on entry (`paciasp`, or `pacibsp` for the B key) before saving it, which puts a
+/// code in the address's unused top bits; the frame's CFI says so with
+/// `DW_CFA_AARCH64_negate_ra_state`. `xpaclri` removes the code from `x30` (the top bits become
+/// copies of bit 55, zero for a user-space address), whichever instruction key signed it. It is
+/// encoded as `HINT #7`, a NOP on a CPU without pointer authentication, where `paciasp` is a NOP
+/// too and nothing was signed. On an unsigned address it changes nothing, so both walkers strip
+/// every return address they take from the stack or from `x30`, without consulting the CFI's
+/// sign state (libgcc and LLVM's libunwind strip only where it is set: the same addresses). The
+/// alternative, masking with the virtual address size, would have to know that size.
+///
+/// Elsewhere return addresses are never signed, and this is the identity.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(crate) fn strip_return_address(ret: u64) -> u64 {
+    let mut lr = ret;
+    // SAFETY: `xpaclri` (written as `hint #7`, which every assembler accepts) only rewrites x30,
+    // given here as the operand: no memory access, no flags, no other register; a NOP on CPUs
+    // without pointer authentication.
+    unsafe {
+        std::arch::asm!("hint #7", inout("x30") lr, options(nomem, nostack, preserves_flags));
+    }
+    lr
+}
+
+/// See the aarch64 version: return addresses are never signed on this target.
+#[cfg(not(target_arch = "aarch64"))]
+#[inline(always)]
+pub(crate) fn strip_return_address(ret: u64) -> u64 {
+    ret
+}
+
 /// Walks the frame-pointer chain (`[fp] = caller's fp`, `[fp + 8] = return address` on both
 /// x86_64 and aarch64). Never faults: every address read lies in `[own stack pointer, stack top)`,
 /// which is mapped stack of the current thread.
@@ -262,10 +296,12 @@ pub(crate) fn walk_frame_pointers(marker: usize, buf: &mut [MaybeUninit<u64>]) -
         // SAFETY: as above: low ≤ fp ≤ top − 16, fp word-aligned, all within this thread's
         // mapped stack (checked before entering this loop and at the end of each round).
         let (next, ret) = unsafe { (*(fp as *const usize), *((fp + WORD) as *const usize)) };
+        // Saved as `x30` was on aarch64: signed where the code uses pointer authentication.
+        let ret = strip_return_address(ret as u64);
         if ret < 4096 {
             break;
         }
-        buf[n].write(ret as u64);
+        buf[n].write(ret);
         n += 1;
         if n == buf.len() || next <= fp || next % WORD != 0 || next > last {
             break;
@@ -515,6 +551,229 @@ mod tests {
         }
         let (eh, gcc) = descend(5, 11);
         assert_same_stacks(&eh, &gcc, "after dlclose");
+    }
+
+    /// `tests/programs/signed_frames.c` built into a shared library and loaded: C frames between
+    /// a Rust caller and a Rust callback.
+    struct CFrames {
+        call: unsafe extern "C" fn(extern "C" fn(), i32) -> i32,
+        raw_lr: *const u64,
+        _dir: tempfile::TempDir,
+    }
+
+    /// The C compiler for this target, looked up as the `cc` crate does in a build script:
+    /// `CC_<target>`, then `CC`, then `cc`. A cross-built aarch64 test binary runs under
+    /// `qemu-aarch64`, whose user-mode emulation hands `execve` to the host kernel, so the
+    /// cross compiler (`CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc`) runs as a host
+    /// process.
+    fn c_compiler() -> String {
+        let target = format!("CC_{}_unknown_linux_gnu", std::env::consts::ARCH);
+        std::env::var(target)
+            .or_else(|_| std::env::var("CC"))
+            .unwrap_or_else(|_| "cc".into())
+    }
+
+    impl CFrames {
+        /// Built `-O2` with or without frame pointers; on aarch64 with
+        /// `-mbranch-protection=standard`, so its return addresses are signed.
+        fn build(frame_pointers: bool) -> CFrames {
+            let dir = tempfile::tempdir().unwrap();
+            let library = dir.path().join("libsigned_frames.so");
+            let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/programs/signed_frames.c");
+            let compiler = c_compiler();
+            let mut command = std::process::Command::new(&compiler);
+            command
+                .args(["-O2", "-shared", "-fPIC"])
+                .arg(if frame_pointers {
+                    "-fno-omit-frame-pointer"
+                } else {
+                    "-fomit-frame-pointer"
+                });
+            if cfg!(target_arch = "aarch64") {
+                command.arg("-mbranch-protection=standard");
+            }
+            let out = command
+                .arg("-o")
+                .arg(&library)
+                .arg(&source)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run the C compiler {compiler}: {e}"));
+            assert!(
+                out.status.success(),
+                "{compiler} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let path =
+                std::ffi::CString::new(library.into_os_string().into_encoded_bytes()).unwrap();
+            // SAFETY: dlopen of the library just built, which has no constructors. It stays
+            // loaded (never closed): stacks captured through it are resolved afterwards.
+            let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+            assert!(!handle.is_null(), "dlopen of the built library failed");
+            // SAFETY: dlsym on a live handle with NUL-terminated names.
+            let (call, raw_lr) = unsafe {
+                (
+                    libc::dlsym(handle, c"signed_frames_call".as_ptr()),
+                    libc::dlsym(handle, c"signed_frames_raw_lr".as_ptr()),
+                )
+            };
+            assert!(!call.is_null() && !raw_lr.is_null());
+            CFrames {
+                // SAFETY: the C source defines `int signed_frames_call(void (*)(void), int)`.
+                call: unsafe {
+                    std::mem::transmute::<
+                        *mut libc::c_void,
+                        unsafe extern "C" fn(extern "C" fn(), i32) -> i32,
+                    >(call)
+                },
+                raw_lr: raw_lr.cast(),
+                _dir: dir,
+            }
+        }
+
+        /// Calls into the C frames, `depth` levels of pairs, which call `capture` back; returns
+        /// the raw `x30` the deepest C frame saved (its return address, signed or not).
+        fn call(&self, depth: i32, capture: extern "C" fn()) -> u64 {
+            // SAFETY: the function the library defines, with a callback it calls once.
+            unsafe { (self.call)(capture, depth) };
+            // SAFETY: `signed_frames_raw_lr` is a `uintptr_t` of the loaded library, written
+            // by the call above on this thread.
+            unsafe { self.raw_lr.read_volatile() }
+        }
+    }
+
+    /// Whether this CPU signs return addresses (`paciasp` is a NOP without pointer
+    /// authentication). `qemu-aarch64 -cpu max` emulates it.
+    fn return_addresses_are_signed() -> bool {
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: getauxval only reads the auxiliary vector.
+        return unsafe { libc::getauxval(libc::AT_HWCAP) } & libc::HWCAP_PACA != 0;
+        #[cfg(not(target_arch = "aarch64"))]
+        false
+    }
+
+    /// Checks that the stripped `raw` (the return address the deepest C frame saved) is a frame
+    /// of `stack`, and returns whether `raw` was signed.
+    fn assert_found(raw: u64, stack: &[u64], what: &str) -> bool {
+        let stripped = strip_return_address(raw);
+        // The code lives in the low bits; the authentication code only in the top ones.
+        assert_eq!(
+            raw & 0xffff_ffff_ffff,
+            stripped & 0xffff_ffff_ffff,
+            "{what}"
+        );
+        assert!(
+            stack.contains(&stripped),
+            "{what}: {stripped:#x} (raw {raw:#x}) not among {stack:x?}"
+        );
+        raw != stripped
+    }
+
+    /// Checks that some of `signed` calls' return addresses were signed exactly when this CPU
+    /// signs them. Some, not all: the code has as few as 7 bits (with top-byte-ignore), so one
+    /// signed address in 128 carries a zero code; over three calls with different stack
+    /// pointers (the code's modifier) all are zero once in 2 million.
+    fn assert_signed_where_supported(signed: usize, calls: usize) {
+        if return_addresses_are_signed() {
+            assert!(signed > 0, "none of {calls} return addresses was signed");
+        } else {
+            assert_eq!(signed, 0, "signed return addresses on a CPU without PAuth");
+        }
+    }
+
+    thread_local! {
+        static C_STACKS: std::cell::RefCell<Option<[Vec<u64>; 3]>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    /// (`.eh_frame`, libgcc, frame pointers) from the same call site.
+    #[inline(never)]
+    fn capture_three() -> [Vec<u64>; 3] {
+        let marker = 0u8;
+        let marker = std::hint::black_box(&marker) as *const u8 as usize;
+        let mut stacks = [[0u64; MAX_FRAMES_LIMIT]; 3];
+        let [eh, gcc, fp] = &mut stacks;
+        let n_eh = capture(Unwinder::EhFrame, marker, eh);
+        let n_gcc = capture(Unwinder::Backtrace, marker, gcc);
+        let n_fp = capture(Unwinder::FramePointer, marker, fp);
+        [
+            eh[..n_eh].to_vec(),
+            gcc[..n_gcc].to_vec(),
+            fp[..n_fp].to_vec(),
+        ]
+    }
+
+    extern "C" fn capture_from_c() {
+        let stacks = descend_then(3, capture_three);
+        C_STACKS.with(|s| *s.borrow_mut() = Some(stacks));
+    }
+
+    /// Recurses `depth` Rust frames, then runs `f`.
+    #[inline(never)]
+    fn descend_then<R>(depth: u32, f: fn() -> R) -> R {
+        let r = if depth == 0 {
+            f()
+        } else {
+            descend_then(depth - 1, f)
+        };
+        std::hint::black_box(r)
+    }
+
+    /// Frames of `stack` inside the loaded C library.
+    fn c_frames(stack: &[u64]) -> usize {
+        stack
+            .iter()
+            .filter(|&&frame| {
+                // SAFETY: Dl_info is plain data for which zeroes are valid; dladdr only reads the
+                // loader's tables, and on success dli_fname is a NUL-terminated path it keeps.
+                unsafe {
+                    let mut info: libc::Dl_info = std::mem::zeroed();
+                    libc::dladdr((frame - 1) as *const libc::c_void, &mut info) != 0
+                        && !info.dli_fname.is_null()
+                        && std::ffi::CStr::from_ptr(info.dli_fname)
+                            .to_bytes()
+                            .ends_with(b"libsigned_frames.so")
+                }
+            })
+            .count()
+    }
+
+    #[test]
+    fn eh_frame_stacks_equal_libgccs_through_c_frames_without_frame_pointers_and_signed_returns() {
+        let c = CFrames::build(false);
+        let mut signed = 0;
+        for depth in [0, 1, 4] {
+            let raw = c.call(depth, capture_from_c);
+            let [eh, gcc, _] = C_STACKS.with(|s| s.borrow_mut().take()).unwrap();
+            let what = format!("C depth {depth}");
+            // signed_frames_call, then level_b and level_a per level.
+            assert_eq!(c_frames(&gcc), 2 * depth as usize + 3, "{what}: {gcc:x?}");
+            signed += usize::from(assert_found(raw, &gcc, &what));
+            assert_same_stacks(&eh, &gcc, &what);
+        }
+        assert_signed_where_supported(signed, 3);
+    }
+
+    #[test]
+    fn frame_pointer_stacks_strip_signed_returns_through_c_frames_that_keep_frame_pointers() {
+        let c = CFrames::build(true);
+        let mut signed = 0;
+        for depth in [1, 2, 3] {
+            let raw = c.call(depth, capture_from_c);
+            let [_, gcc, fp] = C_STACKS.with(|s| s.borrow_mut().take()).unwrap();
+            let what = format!("C depth {depth}");
+            signed += usize::from(assert_found(raw, &gcc, &what));
+            if !frame_pointers_work() {
+                // This build's own frames do not keep frame pointers: the chain breaks in them.
+                continue;
+            }
+            // Through the C frames and back into Rust's, the walk returns libgcc's frames, the
+            // stripped return addresses among them.
+            assert_eq!(c_frames(&fp), 2 * depth as usize + 3, "{what}: {fp:x?}");
+            assert_eq!(fp, gcc[..fp.len()], "{what}: frame pointers against libgcc");
+            assert_found(raw, &fp, &what);
+        }
+        assert_signed_where_supported(signed, 3);
     }
 
     #[test]
