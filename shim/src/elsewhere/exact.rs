@@ -3,23 +3,7 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
-/// A [`GlobalAlloc`] that charges blocks to scopes exactly (on Linux); here the allocator it wraps.
-#[derive(Debug)]
-pub struct ExactScopes<A> {
-    inner: A,
-}
-
-impl<A> ExactScopes<A> {
-    /// Wraps `inner`. `const`, so it can initialise a `#[global_allocator]` static.
-    pub const fn new(inner: A) -> ExactScopes<A> {
-        ExactScopes { inner }
-    }
-
-    /// The wrapped allocator.
-    pub fn inner(&self) -> &A {
-        &self.inner
-    }
-}
+use crate::api::exact::{ExactScopeStats, ExactScopes};
 
 // SAFETY: every call is the inner allocator's, with the caller's arguments unchanged.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for ExactScopes<A> {
@@ -46,20 +30,6 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for ExactScopes<A> {
         // SAFETY: forwarded GlobalAlloc contract.
         unsafe { self.inner.realloc(ptr, layout, new_size) }
     }
-}
-
-/// One label's exact figures ([`crate::exact_scopes`]; none here).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ExactScopeStats {
-    /// The label.
-    pub label: &'static str,
-    /// Bytes of the blocks allocated in the scope and not yet freed.
-    pub live_bytes: i64,
-    /// Those blocks.
-    pub live_objects: i64,
-    /// Bytes requested in the scope since start.
-    pub allocated_bytes: u64,
 }
 
 /// No label has figures here.

@@ -4,17 +4,19 @@
 //! stacks are read through `dl_iterate_phdr` and `pthread_getattr_np`, dumps carry
 //! `/proc/self/maps`, and its background threads sleep on futexes. Elsewhere `lib.rs` takes the
 //! modules it calls (`base`, `parts`, `profiler`, `exact`, `http`) from here instead, so its code,
-//! and so every public signature, is the same on every target; what they do here:
+//! and so every public signature, is the same on every target. These modules hold only the
+//! functions whose bodies differ: the public types are the crate's one set ([`crate::api`]), and
+//! the handles' methods are given here as `impl` blocks on them. What they do here:
 //!
 //! - [`crate::Profiled`] and [`crate::ExactScopes`] forward every call to the inner allocator: the
 //!   sampling countdown never expires, no pointer is in a sampled range;
 //! - every call that produces a profile or starts something fails with an error that says so
 //!   ([`unsupported`]): `dump*` with [`jeprof_dumpfmt::Error::Unsupported`], `configure` and
-//!   `set_service` with a [`profiler::control::ConfigError`], `leak_suspects` with
-//!   [`profiler::leak_history::LeakHistoryError::Unsupported`], `scope_report` and `http::serve`
+//!   `set_service` with a [`crate::ConfigError`], `leak_suspects` with
+//!   [`crate::LeakHistoryError::Unsupported`], `scope_report` and `http::serve`
 //!   with an [`std::io::ErrorKind::Unsupported`] error, `http::handle` with a 501 response;
 //! - the rest are documented no-ops: the setters change nothing, snapshots are empty profiles,
-//!   figures are zero, scopes are [`profiler::scopes::Scope::NONE`].
+//!   figures are zero, scopes are [`crate::Scope::NONE`].
 //!
 //! jemalloc is not a dependency here (its C build is Linux-only in `Cargo.toml`).
 

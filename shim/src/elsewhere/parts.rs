@@ -1,6 +1,5 @@
 //! The parts `lib.rs` calls, off Linux: a countdown that never expires and a sampled range that
-//! holds no pointer, so [`crate::Profiled`] is its inner allocator; and the public types these
-//! modules define on Linux.
+//! holds no pointer, so [`crate::Profiled`] is its inner allocator.
 
 pub(crate) mod sampler {
     //! The countdown, never expired: the fast path is one inlined `false`.
@@ -37,41 +36,6 @@ pub(crate) mod sampled_arena {
         pub(crate) fn contains(&self, _ptr: *mut u8) -> bool {
             false
         }
-    }
-}
-
-pub(crate) mod capture {
-    //! The unwinder's public items.
-
-    /// Largest `max_frames` accepted (as on Linux).
-    pub const MAX_FRAMES_LIMIT: usize = 256;
-
-    /// The stack unwinder in use (on Linux; [`crate::Stats::unwinder`] reports `FramePointer`
-    /// here, where none runs).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Unwinder {
-        /// Frame-pointer chain walk.
-        FramePointer,
-        /// libgcc's DWARF unwinder.
-        Backtrace,
-        /// The loaded objects' `.eh_frame` tables read in place.
-        EhFrame,
-    }
-}
-
-pub(crate) mod symbolize {
-    //! The symbolizer's public figures.
-
-    /// What in-process symbolization cost (on Linux; never here).
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-    #[non_exhaustive]
-    pub struct SymbolizerCost {
-        /// Addresses resolved.
-        pub addresses: usize,
-        /// Peak bytes the symbolizer held.
-        pub peak_bytes: u64,
-        /// Bytes still held after.
-        pub retained_bytes: u64,
     }
 }
 

@@ -1,11 +1,6 @@
 //! The profiler's modules as `lib.rs` calls them, off Linux: each call fails with
-//! [`super::unsupported`]'s message or is a documented no-op, and the public types are declared
-//! with the fields and methods they have on Linux.
-
-// The pusher's counters: Linux's own module (plain atomics), all zero here.
-#[allow(dead_code)]
-#[path = "../profiler/otlp_stats.rs"]
-pub(crate) mod otlp_stats;
+//! [`super::unsupported`]'s message or is a documented no-op. The public types are `api`'s; the
+//! methods of the handles (scopes, windows) are given here.
 
 pub(crate) mod allocator {
     //! Which allocator holds the heap: nothing to note, nothing reads it here.
@@ -17,7 +12,7 @@ pub(crate) mod allocator {
 pub(crate) mod init {
     //! Nothing to initialise; settings are refused.
 
-    use super::control::ConfigError;
+    use crate::api::control::ConfigError;
     use crate::elsewhere::unsupported;
 
     pub(crate) fn ensure_init() {}
@@ -31,32 +26,9 @@ pub(crate) mod init {
 }
 
 pub(crate) mod control {
-    //! The setters (no-ops) and the configuration error.
-
-    use std::fmt;
+    //! The setters: no-ops.
 
     use crate::elsewhere::unsupported;
-
-    /// Why a configuration string was (partly) rejected: here, always, with one problem saying
-    /// that settings have no effect off Linux.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    #[non_exhaustive]
-    pub struct ConfigError {
-        /// One message per rejected `key:value` pair.
-        pub problems: Vec<String>,
-    }
-
-    impl fmt::Display for ConfigError {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(
-                f,
-                "jeprof-shim: invalid configuration: {}",
-                self.problems.join("; ")
-            )
-        }
-    }
-
-    impl std::error::Error for ConfigError {}
 
     pub(crate) fn set_sample_rate(_bytes: u64) {}
 
@@ -71,28 +43,9 @@ pub(crate) mod control {
 }
 
 pub(crate) mod sampled_path {
-    //! The sampled path, never taken (the countdown never expires), and the drop counts.
+    //! The sampled path, never taken (the countdown never expires).
 
     use std::alloc::Layout;
-
-    /// How many samples were dropped, by reason (none here).
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-    #[non_exhaustive]
-    pub struct Dropped {
-        /// The sampled arena's reserved range was full.
-        pub arena_exhausted: u64,
-        /// The sampled arena could not be created.
-        pub arena_unavailable: u64,
-        /// The sample had a new stack and the stack table was full.
-        pub stack_table_full: u64,
-    }
-
-    impl Dropped {
-        /// All drops together.
-        pub fn total(&self) -> u64 {
-            self.arena_exhausted + self.arena_unavailable + self.stack_table_full
-        }
-    }
 
     /// No sampled block: the caller allocates from the inner allocator.
     ///
@@ -115,91 +68,12 @@ pub(crate) mod sampled_path {
 }
 
 pub(crate) mod leak_history {
-    //! The leak test's types; there is no history to test.
-
-    use std::fmt;
-    use std::time::{Duration, SystemTime};
+    //! No history to test.
 
     use jeprof_dumpfmt::leaks::LeakOptions;
 
+    use crate::api::leak_history::{LeakHistoryError, LeakSuspect};
     use crate::elsewhere::unsupported;
-
-    /// A stack whose live bytes are still growing ([`crate::leak_suspects`]; never here).
-    #[derive(Debug, Clone, PartialEq)]
-    #[non_exhaustive]
-    pub struct LeakSuspect {
-        /// The user frame.
-        pub function: String,
-        /// The stack's functions, leaf first.
-        pub stack: Vec<String>,
-        /// Growth over the test's window, in bytes per second.
-        pub rate: f64,
-        /// The rate's 95% interval.
-        pub rate_95: (f64, f64),
-        /// Live bytes at the last snapshot.
-        pub live_bytes: f64,
-        /// Their 95% interval.
-        pub live_bytes_95: (f64, f64),
-        /// When the current rise began.
-        pub started: SystemTime,
-        /// The test's p-value.
-        pub p_value: f64,
-    }
-
-    /// Why [`crate::leak_suspects`] has no answer: here always
-    /// [`LeakHistoryError::Unsupported`].
-    #[derive(Debug, Clone, PartialEq)]
-    #[non_exhaustive]
-    pub enum LeakHistoryError {
-        /// `leak_interval` is 0 and no snapshot was recorded.
-        Off,
-        /// The history is still too short for the test.
-        TooShort {
-            /// Snapshots held.
-            snapshots: usize,
-            /// Snapshots the test needs.
-            needed: usize,
-            /// About when there will be enough, from now.
-            ready_in: Duration,
-        },
-        /// `leak_history` holds fewer snapshots than the test needs with these options.
-        TooSmall {
-            /// The `leak_history` setting.
-            leak_history: usize,
-            /// Snapshots the test needs.
-            needed: usize,
-        },
-        /// The options are out of range.
-        Options(String),
-        /// The profiler does not run on this system (the message says which and why).
-        Unsupported(String),
-    }
-
-    impl fmt::Display for LeakHistoryError {
-        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            match self {
-                LeakHistoryError::Off => write!(f, "the leak history is off (leak_interval:0)"),
-                LeakHistoryError::TooShort {
-                    snapshots, needed, ..
-                } => write!(
-                    f,
-                    "the leak history holds {snapshots} snapshots; the test needs {needed}"
-                ),
-                LeakHistoryError::TooSmall {
-                    leak_history,
-                    needed,
-                } => write!(
-                    f,
-                    "leak_history:{leak_history} keeps fewer snapshots than the test needs \
-                     ({needed})"
-                ),
-                LeakHistoryError::Options(why) => write!(f, "leak options: {why}"),
-                LeakHistoryError::Unsupported(why) => write!(f, "{why}"),
-            }
-        }
-    }
-
-    impl std::error::Error for LeakHistoryError {}
 
     /// What the test found (never built here).
     pub(crate) struct Found {
@@ -221,58 +95,12 @@ pub(crate) mod report {
 
     use jeprof_dumpfmt::Profile;
 
-    use super::otlp_stats::OtlpPushStats;
-    use super::sampled_path::Dropped;
-    use crate::elsewhere::parts::capture::Unwinder;
-    use crate::elsewhere::parts::symbolize::SymbolizerCost;
+    use crate::api::capture::Unwinder;
+    use crate::api::otlp_stats::OtlpPushStats;
+    use crate::api::report::Stats;
+    use crate::api::sampled_path::Dropped;
+    use crate::api::symbolize::SymbolizerCost;
     use crate::elsewhere::unsupported;
-
-    /// A snapshot of the profiler's own state: here every figure is 0, `active` is false and
-    /// `unwinder` is `FramePointer` (none runs).
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    #[non_exhaustive]
-    pub struct Stats {
-        /// Sampled objects currently live.
-        pub live_samples: u64,
-        /// Distinct stacks recorded since start.
-        pub distinct_stacks: u64,
-        /// Bytes held by the profiler's tables.
-        pub metadata_bytes: u64,
-        /// Samples recorded since start.
-        pub samples_taken: u64,
-        /// Per-thread tables held.
-        pub thread_tables: u64,
-        /// Samples dropped since start, by reason.
-        pub dropped: Dropped,
-        /// The configured mean sampling period R in bytes.
-        pub sample_rate: u64,
-        /// Whether sampling is active.
-        pub active: bool,
-        /// The unwinder in use.
-        pub unwinder: Unwinder,
-        /// Bytes of the sampled arena's range handed to jemalloc.
-        pub arena_bytes_used: u64,
-        /// Size of the sampled arena's reserved range.
-        pub arena_bytes_reserved: u64,
-        /// Cost of the last in-process symbolization, if one ran.
-        pub last_symbolization: Option<SymbolizerCost>,
-        /// Estimated bytes allocated since start.
-        pub allocated_bytes_estimate: u64,
-        /// Estimated live bytes.
-        pub live_bytes_estimate: u64,
-        /// Estimated live bytes of the peak tracker's snapshot.
-        pub peak_bytes_estimate: u64,
-        /// Snapshots the peak tracker took since start.
-        pub peak_snapshots: u64,
-        /// Bytes the peak tracker's snapshot holds.
-        pub peak_tracker_bytes: u64,
-        /// Bytes the leak history holds.
-        pub leak_history_bytes: u64,
-        /// Snapshots the leak history recorded since start.
-        pub leak_snapshots: u64,
-        /// What `otlp_push` has done.
-        pub otlp: OtlpPushStats,
-    }
 
     /// An empty profile (period 0: nothing is sampled).
     pub(crate) fn snapshot(_symbolize_now: bool) -> (Profile, Option<SymbolizerCost>) {
@@ -287,6 +115,7 @@ pub(crate) mod report {
         Err(jeprof_dumpfmt::Error::Unsupported(unsupported("dump")))
     }
 
+    /// Every figure 0, `active` false, `unwinder` `FramePointer` (none runs).
     pub(crate) fn stats() -> Stats {
         Stats {
             live_samples: 0,
@@ -342,51 +171,12 @@ pub(crate) mod pprof {
     //! Profiles in pprof form: the conversion works on any profile (a dump read from a file, for
     //! one), without the labels that name the process on Linux.
 
-    use std::time::{Duration, SystemTime};
+    use std::time::SystemTime;
 
     use jeprof_dumpfmt::pprof::{self as pb, PbProfile};
     use jeprof_dumpfmt::Profile;
 
-    /// The sample type a pprof reader shows first.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-    #[non_exhaustive]
-    pub enum SampleType {
-        /// Estimated objects live now.
-        InuseObjects,
-        /// Estimated bytes live now.
-        #[default]
-        InuseSpace,
-        /// Estimated objects allocated.
-        AllocObjects,
-        /// Estimated bytes allocated.
-        AllocSpace,
-    }
-
-    impl SampleType {
-        /// The name pprof uses (`inuse_space`, ...).
-        pub fn name(self) -> &'static str {
-            match self {
-                SampleType::InuseObjects => "inuse_objects",
-                SampleType::InuseSpace => "inuse_space",
-                SampleType::AllocObjects => "alloc_objects",
-                SampleType::AllocSpace => "alloc_space",
-            }
-        }
-    }
-
-    /// How [`crate::pprof`] and [`crate::pprof_of`] describe a profile.
-    #[derive(Debug, Clone, Default, PartialEq)]
-    #[non_exhaustive]
-    pub struct PprofOptions {
-        /// The sample type shown first.
-        pub default_sample_type: SampleType,
-        /// When the profile was taken or its window started (`None`: now).
-        pub time: Option<SystemTime>,
-        /// The time the profile covers.
-        pub duration: Duration,
-        /// Notes added to the profile's comments, after the profiler's own.
-        pub comments: Vec<String>,
-    }
+    use crate::api::pprof::PprofOptions;
 
     /// `profile` as pprof: the header Linux writes, without process labels and build ids.
     pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
@@ -429,18 +219,10 @@ pub(crate) mod scopes {
     use std::task::{Context, Poll};
     use std::time::Duration;
 
-    use jeprof_dumpfmt::Estimate;
-
+    use crate::api::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
     use crate::elsewhere::unsupported;
 
-    /// A scope label. Here no label is interned: every scope is [`Scope::NONE`].
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub struct Scope(u16);
-
     impl Scope {
-        /// No scope: what threads start in.
-        pub const NONE: Scope = Scope(0);
-
         /// [`Scope::NONE`] (no label is interned here).
         pub fn new(_label: &str) -> Scope {
             Scope::NONE
@@ -454,70 +236,28 @@ pub(crate) mod scopes {
         /// A guard that changes nothing (no scope is tracked here).
         pub fn enter(self) -> ScopeGuard {
             ScopeGuard {
+                previous: 0,
                 _not_send: PhantomData,
             }
         }
     }
 
-    impl From<&str> for Scope {
-        fn from(label: &str) -> Scope {
-            Scope::new(label)
-        }
-    }
-
-    /// The current scope on this thread until dropped ([`Scope::enter`]). Not `Send`, as on Linux.
-    #[must_use = "the scope ends when the guard drops"]
-    #[derive(Debug)]
-    pub struct ScopeGuard {
-        _not_send: PhantomData<*const ()>,
-    }
-
-    /// A future polled in a scope ([`crate::scope`]): here it polls the future and nothing else.
-    #[must_use = "futures do nothing unless polled"]
-    #[derive(Debug)]
-    pub struct Scoped<F> {
-        inner: F,
-    }
-
     impl<F> Scoped<F> {
-        pub(crate) fn new(_scope: Scope, inner: F) -> Scoped<F> {
-            Scoped { inner }
+        pub(crate) fn new(scope: Scope, inner: F) -> Scoped<F> {
+            Scoped { scope, inner }
         }
     }
 
     impl<F: Future> Future for Scoped<F> {
         type Output = F::Output;
 
+        /// The inner future's poll, and nothing else (no scope is made current here).
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
             // SAFETY: `inner` is structurally pinned: it is never moved out of `Scoped`, `Scoped`
             // has no `Drop` of its own, and `Scoped<F>` is `Unpin` only when `F` is.
             let inner = unsafe { self.map_unchecked_mut(|s| &mut s.inner) };
             inner.poll(cx)
         }
-    }
-
-    /// One scope's figures ([`crate::scopes`]; none here).
-    #[derive(Debug, Clone, PartialEq)]
-    #[non_exhaustive]
-    pub struct ScopeStats {
-        /// The scope's label.
-        pub label: &'static str,
-        /// Estimated live objects and bytes allocated in the scope, with variances.
-        pub live: Estimate,
-        /// 95% interval of the live bytes.
-        pub live_bytes_interval: (f64, f64),
-        /// 95% interval of the live objects.
-        pub live_objects_interval: (f64, f64),
-        /// Estimated objects and bytes allocated in the scope since start.
-        pub allocated: Estimate,
-        /// Live samples behind `live`.
-        pub live_samples: u64,
-    }
-
-    /// Stops the periodic report when dropped ([`crate::scope_report`]; never started here).
-    #[derive(Debug)]
-    pub struct ScopeReporter {
-        _never: std::convert::Infallible,
     }
 
     pub(crate) fn all_scopes() -> Vec<ScopeStats> {
@@ -551,69 +291,30 @@ pub(crate) mod scopes {
 pub(crate) mod window {
     //! Allocation windows: they open, and stop with an empty profile.
 
-    use std::time::{Duration, Instant, SystemTime};
+    use std::time::SystemTime;
 
     use jeprof_dumpfmt::Profile;
 
-    /// An open allocation window ([`crate::start_allocation_profile`]); here it sees nothing.
-    #[derive(Debug)]
-    #[must_use = "a window is read by stopping it"]
-    pub struct AllocationProfile {
-        started: SystemTime,
-        opened: Instant,
-    }
-
-    /// How long the samples of one stack lived, in one window.
-    #[derive(Debug, Clone, Copy, PartialEq, Default)]
-    #[non_exhaustive]
-    pub struct StackLifetimes {
-        /// Samples allocated in the window.
-        pub samples: u64,
-        /// Of those, samples freed in the window.
-        pub freed_samples: u64,
-        /// Mean lifetime of the freed ones.
-        pub mean: Option<Duration>,
-        /// Shortest lifetime of a freed one.
-        pub min: Option<Duration>,
-        /// Longest lifetime of a freed one.
-        pub max: Option<Duration>,
-        /// Samples still live at the stop.
-        pub still_live_samples: u64,
-        /// Age at the stop of the youngest still-live sample.
-        pub still_live_min_age: Option<Duration>,
-    }
-
-    /// What a stopped window saw: here an empty profile, with the window's start and length.
-    #[derive(Debug, Clone, PartialEq)]
-    #[non_exhaustive]
-    pub struct WindowProfile {
-        /// Per stack, what was allocated in the window and is still live (empty here).
-        pub profile: Profile,
-        /// The lifetimes of each stack's samples, parallel to `profile.stacks`.
-        pub lifetimes: Vec<StackLifetimes>,
-        /// When the window was started (wall clock).
-        pub started: SystemTime,
-        /// How long it was open (monotonic clock).
-        pub duration: Duration,
-        /// Samples allocated in the window whose frees could not be followed.
-        pub untracked_samples: u64,
-    }
+    use crate::api::window::{AllocationProfile, WindowProfile};
 
     impl AllocationProfile {
         pub(crate) fn start() -> AllocationProfile {
             AllocationProfile {
+                id: 0,
                 started: SystemTime::now(),
-                opened: Instant::now(),
+                dropped_at_start: 0,
+                stopped: false,
             }
         }
 
-        /// Closes the window: an empty profile over its start and length.
+        /// Closes the window: an empty profile over its start and length (wall clock: a window
+        /// that sees nothing keeps no monotonic instant).
         pub fn stop(self) -> WindowProfile {
             WindowProfile {
                 profile: Profile::new(0),
                 lifetimes: Vec::new(),
                 started: self.started,
-                duration: self.opened.elapsed(),
+                duration: self.started.elapsed().unwrap_or_default(),
                 untracked_samples: 0,
             }
         }
