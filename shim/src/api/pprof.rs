@@ -2,6 +2,9 @@
 
 use std::time::{Duration, SystemTime};
 
+use jeprof_dumpfmt::pprof::{self as pb, PbProfile};
+use jeprof_dumpfmt::Profile;
+
 /// The sample type a pprof reader shows first ([`PprofOptions::default_sample_type`]). Every
 /// profile carries all four, in the order of [`jeprof_dumpfmt::pprof::SAMPLE_TYPES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,4 +47,44 @@ pub struct PprofOptions {
     pub duration: Duration,
     /// Notes added to the profile's comments (`go tool pprof -comments`), after the profiler's own.
     pub comments: Vec<String>,
+}
+
+impl PprofOptions {
+    /// `profile` as pprof, described by these options, with `labels` (the process's, on Linux)
+    /// and `build_ids` (`(path, id)` of the loaded objects) in the header; the profile's
+    /// annotations (the profiler's own figures, drops) become comments after the line that says
+    /// what the figures are, and the options' comments after those.
+    pub(crate) fn encode(
+        &self,
+        profile: &Profile,
+        labels: Vec<(String, String)>,
+        build_ids: Vec<(String, String)>,
+    ) -> PbProfile {
+        let time = self.time.unwrap_or_else(SystemTime::now);
+        let time_nanos = time
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let mut comments: Vec<String> = vec![format!(
+            "jeprof-shim heap profile: unbiased estimates, sample period R = {} bytes",
+            profile.sample_period
+        )];
+        comments.extend(profile.annotations.iter().map(|(k, v)| format!("{k}: {v}")));
+        comments.extend(self.comments.iter().cloned());
+        let header = pb::Header {
+            period: profile.sample_period,
+            time_nanos,
+            duration_nanos: i64::try_from(self.duration.as_nanos()).unwrap_or(i64::MAX),
+            default_sample_type: self.default_sample_type.name().to_string(),
+            comments,
+            labels,
+        };
+        pb::from_profile(
+            profile,
+            &pb::Options {
+                header,
+                build_ids,
+                ..pb::Options::default()
+            },
+        )
+    }
 }

@@ -49,6 +49,12 @@ pub struct Scoped<F> {
     pub(crate) inner: F,
 }
 
+impl<F> Scoped<F> {
+    pub(crate) fn new(scope: Scope, inner: F) -> Scoped<F> {
+        Scoped { scope, inner }
+    }
+}
+
 /// One scope's figures ([`crate::scopes`]).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

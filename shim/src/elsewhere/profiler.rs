@@ -171,40 +171,14 @@ pub(crate) mod pprof {
     //! Profiles in pprof form: the conversion works on any profile (a dump read from a file, for
     //! one), without the labels that name the process on Linux.
 
-    use std::time::SystemTime;
-
-    use jeprof_dumpfmt::pprof::{self as pb, PbProfile};
+    use jeprof_dumpfmt::pprof::PbProfile;
     use jeprof_dumpfmt::Profile;
 
     use crate::api::pprof::PprofOptions;
 
     /// `profile` as pprof: the header Linux writes, without process labels and build ids.
     pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
-        let time = options.time.unwrap_or_else(SystemTime::now);
-        let time_nanos = time
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-        let mut comments: Vec<String> = vec![format!(
-            "jeprof-shim heap profile: unbiased estimates, sample period R = {} bytes",
-            profile.sample_period
-        )];
-        comments.extend(profile.annotations.iter().map(|(k, v)| format!("{k}: {v}")));
-        comments.extend(options.comments.iter().cloned());
-        let header = pb::Header {
-            period: profile.sample_period,
-            time_nanos,
-            duration_nanos: i64::try_from(options.duration.as_nanos()).unwrap_or(i64::MAX),
-            default_sample_type: options.default_sample_type.name().to_string(),
-            comments,
-            labels: Vec::new(),
-        };
-        pb::from_profile(
-            profile,
-            &pb::Options {
-                header,
-                ..pb::Options::default()
-            },
-        )
+        options.encode(profile, Vec::new(), Vec::new())
     }
 }
 
@@ -239,12 +213,6 @@ pub(crate) mod scopes {
                 previous: 0,
                 _not_send: PhantomData,
             }
-        }
-    }
-
-    impl<F> Scoped<F> {
-        pub(crate) fn new(scope: Scope, inner: F) -> Scoped<F> {
-            Scoped { scope, inner }
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::time::SystemTime;
 
-use jeprof_dumpfmt::pprof::{self as pb, PbProfile};
+use jeprof_dumpfmt::pprof::PbProfile;
 use jeprof_dumpfmt::Profile;
 
 use crate::base::settings;
@@ -67,36 +67,11 @@ fn hostname() -> Option<String> {
     (len > 0).then(|| String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
-/// `profile` as pprof, described by `options` and [`process_labels`]; the profile's annotations
-/// (the profiler's own figures, drops) become comments.
+/// `profile` as pprof, described by `options`, [`process_labels`] and the loaded objects' build
+/// ids ([`PprofOptions::encode`]).
 pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
     let _guard = Guard::enter();
-    let time = options.time.unwrap_or_else(SystemTime::now);
-    let time_nanos = time
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    let mut comments: Vec<String> = vec![format!(
-        "jeprof-shim heap profile: unbiased estimates, sample period R = {} bytes",
-        profile.sample_period
-    )];
-    comments.extend(profile.annotations.iter().map(|(k, v)| format!("{k}: {v}")));
-    comments.extend(options.comments.iter().cloned());
-    let header = pb::Header {
-        period: profile.sample_period,
-        time_nanos,
-        duration_nanos: i64::try_from(options.duration.as_nanos()).unwrap_or(i64::MAX),
-        default_sample_type: options.default_sample_type.name().to_string(),
-        comments,
-        labels: process_labels(),
-    };
-    pb::from_profile(
-        profile,
-        &pb::Options {
-            header,
-            build_ids: build_ids::loaded(),
-            ..pb::Options::default()
-        },
-    )
+    options.encode(profile, process_labels(), build_ids::loaded())
 }
 
 #[cfg(test)]

@@ -54,12 +54,6 @@ impl Drop for ScopeGuard {
     }
 }
 
-impl<F> Scoped<F> {
-    pub(crate) fn new(scope: Scope, inner: F) -> Scoped<F> {
-        Scoped { scope, inner }
-    }
-}
-
 impl<F: Future> Future for Scoped<F> {
     type Output = F::Output;
 
