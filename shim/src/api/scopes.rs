@@ -46,6 +46,8 @@ pub struct Scoped<F> {
     // Entered around each poll on Linux; elsewhere a poll is the inner future's alone.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) scope: Scope,
+    // SAFETY: structurally pinned: never moved out of `Scoped` nor handed out by `&mut` outside a
+    // `Pin` (both polls project to it through the pin).
     pub(crate) inner: F,
 }
 
