@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use jeprof_dumpfmt::{Profile, Stack, WriteOptions};
 
+use crate::api::pprof::SampleType;
 use crate::base::settings;
 use crate::base::thread::Guard;
 use crate::parts::symbolize;
 use crate::profiler::leak_history::{self, Found};
-use crate::profiler::pprof::{encode, PprofOptions, SampleType};
+use crate::profiler::pprof::{encode, PprofOptions};
 use crate::profiler::window::AllocationProfile;
 use crate::profiler::{auto_dump, init, report, scopes};
 

@@ -13,7 +13,7 @@ use crate::base::sync::lock;
 use crate::base::thread::Guard;
 use crate::parts::build_ids;
 
-pub(crate) use crate::api::pprof::{PprofOptions, SampleType};
+pub(crate) use crate::api::pprof::PprofOptions;
 
 /// The labels that name this process: `program` (the executable's file name), `build_id` (its GNU
 /// build id), `hostname`, `pid` and `service` (when set), each present only when known.
@@ -79,6 +79,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::api::pprof::SampleType;
 
     #[test]
     fn dump_labels_are_the_process_labels_then_the_moment_and_all_writable() {
