@@ -59,6 +59,9 @@ pub enum Error {
         /// What is wrong with it and, when it is missing, how to get it.
         problem: String,
     },
+    /// The operation cannot be done on this system: what was asked and why (jeprof-shim's
+    /// profiling calls off Linux).
+    Unsupported(String),
     /// Reading or writing failed.
     Io {
         /// The file, when reading or writing one.
@@ -81,7 +84,11 @@ impl Error {
                     *file = Some(path.into());
                 }
             }
-            Error::Invalid(_) | Error::Pprof(_) | Error::Otlp(_) | Error::LeakTest(_) => {}
+            Error::Invalid(_)
+            | Error::Pprof(_)
+            | Error::Otlp(_)
+            | Error::LeakTest(_)
+            | Error::Unsupported(_) => {}
         }
         self
     }
@@ -143,6 +150,7 @@ impl fmt::Display for Error {
             Error::Pprof(what) => write!(f, "not a pprof profile: {what}"),
             Error::Otlp(what) => write!(f, "not an OTLP profiles request: {what}"),
             Error::LeakTest(what) => write!(f, "{what}"),
+            Error::Unsupported(why) => write!(f, "{why}"),
             Error::Io { file, source } => {
                 prefix(f, file)?;
                 write!(f, "{source}")

@@ -5,33 +5,49 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::io::Write;
 use std::path::Path;
 
+// The profiler runs on Linux. Elsewhere the same functions come from `elsewhere` (a pass-through
+// allocator; every profiling call refuses or is a no-op), so the code below, and every public
+// signature, is one for all targets; the public types are `api`'s on both. `c_api` is jemalloc's
+// malloc family: Linux only.
+mod api;
+#[cfg(target_os = "linux")]
 mod base;
+#[cfg(target_os = "linux")]
 pub mod c_api;
+#[cfg(not(target_os = "linux"))]
+mod elsewhere;
+#[cfg(target_os = "linux")]
 mod exact;
-#[cfg(feature = "http")]
+#[cfg(all(target_os = "linux", feature = "http"))]
 pub mod http;
+#[cfg(target_os = "linux")]
 mod parts;
+#[cfg(target_os = "linux")]
 mod profiler;
+#[cfg(all(not(target_os = "linux"), feature = "http"))]
+pub use elsewhere::http;
+#[cfg(not(target_os = "linux"))]
+use elsewhere::{base, exact, parts, profiler};
 
+pub use api::capture::{Unwinder, MAX_FRAMES_LIMIT};
+pub use api::control::ConfigError;
+pub use api::exact::{ExactScopeStats, ExactScopes};
+pub use api::leak_history::{LeakHistoryError, LeakSuspect};
+pub use api::otlp_stats::OtlpPushStats;
+pub use api::pprof::{PprofOptions, SampleType};
+pub use api::report::Stats;
+pub use api::sampled_path::Dropped;
+pub use api::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
+pub use api::symbolize::SymbolizerCost;
+pub use api::window::{AllocationProfile, StackLifetimes, WindowProfile};
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_LEAK_HISTORY, DEFAULT_LEAK_INTERVAL, DEFAULT_MAX_FRAMES,
     DEFAULT_MAX_STACKS, DEFAULT_OTLP_INTERVAL, DEFAULT_SAMPLE_RATE, LEAK_HISTORY_STACKS,
 };
-pub use exact::{ExactScopeStats, ExactScopes};
 #[cfg(feature = "http")]
 pub use http::serve;
 pub use jeprof_dumpfmt;
 pub use jeprof_dumpfmt::leaks::LeakOptions;
-pub use parts::capture::{Unwinder, MAX_FRAMES_LIMIT};
-pub use parts::symbolize::SymbolizerCost;
-pub use profiler::control::ConfigError;
-pub use profiler::leak_history::{LeakHistoryError, LeakSuspect};
-pub use profiler::otlp_stats::OtlpPushStats;
-pub use profiler::pprof::{PprofOptions, SampleType};
-pub use profiler::report::Stats;
-pub use profiler::sampled_path::Dropped;
-pub use profiler::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
-pub use profiler::window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 use parts::{sampled_arena, sampler};
 use profiler::{allocator, auto_dump, control, init, leak_history, report, sampled_path};

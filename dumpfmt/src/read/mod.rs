@@ -82,6 +82,7 @@ pub fn read_file_with(path: impl AsRef<Path>, options: &ReadOptions) -> Result<R
 
 /// `path`, opened for reading if it is a regular file. Opened non-blocking, so that a FIFO with no
 /// writer is refused rather than waited on.
+#[cfg(unix)]
 fn open_regular(path: &Path) -> Result<std::fs::File, Error> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let file = std::fs::OpenOptions::new()
@@ -104,10 +105,31 @@ fn open_regular(path: &Path) -> Result<std::fs::File, Error> {
     } else {
         "a special file"
     };
-    Err(not_heap(&format!(
+    Err(not_regular(what))
+}
+
+/// `path`, opened for reading if it is a regular file. Off Unix no file type blocks the opening
+/// (Windows opens a directory or a pipe at once, or refuses to), so the type is checked after.
+#[cfg(not(unix))]
+fn open_regular(path: &Path) -> Result<std::fs::File, Error> {
+    let file = std::fs::File::open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    Err(not_regular(if kind.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    }))
+}
+
+/// The refusal of a file that is `what` rather than a regular file.
+fn not_regular(what: &str) -> Error {
+    not_heap(&format!(
         "{what}, not a regular file (dumps are read from regular files only; save the stream to a \
          file first)"
-    )))
+    ))
 }
 
 /// Parses a dump held in memory. Never panics, whatever the bytes. A dump that was cut is an error

@@ -8,76 +8,18 @@ use std::time::Duration;
 
 use jeprof_dumpfmt::{Profile, Stack, WriteOptions};
 
+use crate::api::pprof::SampleType;
 use crate::base::settings;
 use crate::base::thread::Guard;
 use crate::parts::symbolize;
 use crate::profiler::leak_history::{self, Found};
-use crate::profiler::pprof::{encode, PprofOptions, SampleType};
+use crate::profiler::pprof::{encode, PprofOptions};
 use crate::profiler::window::AllocationProfile;
 use crate::profiler::{auto_dump, init, report, scopes};
 
-/// The longest `?seconds=` window a request may ask for (Go's handler has no cap of its own; a
-/// bounded wait keeps a worker from being held indefinitely).
-pub const MAX_WINDOW_SECONDS: u64 = 300;
-
-/// The largest `/pprof/symbol` body accepted (a bigger one gets 413): a million bytes hold about
-/// 60,000 addresses, more than a heap profile's distinct frames.
-pub const MAX_SYMBOL_BODY: usize = 1 << 20;
-
-/// At most this many `?seconds=` requests wait at once (more get 503), so windows never hold every
-/// worker of the listener.
-pub const MAX_CONCURRENT_WINDOWS: usize = 2;
-
-/// The paths [`handle`] serves.
-pub const PATHS: [&str; 9] = [
-    "/",
-    "/debug/pprof/heap",
-    "/debug/pprof/allocs",
-    "/debug/pprof/peak",
-    "/debug/pprof/allocator",
-    "/debug/pprof/leaks",
-    "/pprof/heap",
-    "/pprof/symbol",
-    "/pprof/cmdline",
-];
-
-/// An HTTP request as the handlers need it.
-#[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
-    /// `GET`, `POST`, ... (case-sensitive, as HTTP says).
-    pub method: &'a str,
-    /// The path, without the query (`/debug/pprof/heap`).
-    pub path: &'a str,
-    /// The query string without its `?` (`seconds=10&gc=1`), empty when none.
-    pub query: &'a str,
-    /// The body (only `POST /pprof/symbol` reads it).
-    pub body: &'a [u8],
-}
-
-impl<'a> Request<'a> {
-    /// A request for `target` (a path with an optional `?query`), with no body.
-    pub fn get(target: &'a str) -> Request<'a> {
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        Request {
-            method: "GET",
-            path,
-            query,
-            body: &[],
-        }
-    }
-}
-
-/// An HTTP response: status, content type and body. Errors are 4xx/5xx with a one-line
-/// `text/plain` reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
-    /// The status code.
-    pub status: u16,
-    /// The `Content-Type` header's value.
-    pub content_type: &'static str,
-    /// The body.
-    pub body: Vec<u8>,
-}
+pub use crate::api::http::{
+    Request, Response, MAX_CONCURRENT_WINDOWS, MAX_SYMBOL_BODY, MAX_WINDOW_SECONDS, PATHS,
+};
 
 impl Response {
     fn ok(content_type: &'static str, body: Vec<u8>) -> Response {
@@ -85,17 +27,6 @@ impl Response {
             status: 200,
             content_type,
             body,
-        }
-    }
-
-    /// An error with a one-line reason.
-    pub fn error(status: u16, reason: impl std::fmt::Display) -> Response {
-        let mut line = reason.to_string().replace(['\r', '\n'], " ");
-        line.push('\n');
-        Response {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            body: line.into_bytes(),
         }
     }
 }

@@ -41,7 +41,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -53,24 +53,11 @@ use super::handlers::{handle, Request, Response, MAX_SYMBOL_BODY};
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
 
-/// Worker threads: requests served at once.
-pub const WORKERS: usize = 4;
-/// Complete requests waiting for a worker; one more gets 503 at once.
-pub const QUEUE: usize = 128;
-/// The largest request head (request line and headers) read.
-pub const MAX_HEAD: usize = 16 << 10;
-/// The time a client has, from connecting, to send its request head and body.
-pub const READ_DEADLINE: Duration = Duration::from_secs(10);
-/// The most connections the event loop holds, whatever the descriptor limit
-/// ([`Server::max_connections`] says how many a listener holds).
-pub const MAX_CONNECTIONS: usize = 512;
+pub use crate::api::http::{
+    Server, MAX_CONNECTIONS, MAX_HEAD, QUEUE, READ_DEADLINE, SHUTDOWN_WAIT, WORKERS, WRITE_DEADLINE,
+};
 /// The fewest connections the loop holds, whatever the descriptor limit.
 const MIN_CONNECTIONS: usize = 16;
-/// The longest [`Server::shutdown`] waits for the event loop to close its sockets (it returns
-/// within one turn of the loop, milliseconds, unless the machine is starved).
-pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
-/// The time a worker has to write a response.
-pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
 /// The time a refusal written by the loop has to go out.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(1);
 /// After a refusal, how long and how much of what the client still sends is read and dropped.
@@ -91,45 +78,6 @@ const WAKER: Token = Token(1);
 /// Connections get tokens from here on, in the order they are accepted, never reused (so the
 /// smallest is the oldest, and a late event for a closed connection finds nothing).
 const FIRST_CONNECTION: usize = 2;
-
-/// A running listener ([`serve`]). Dropping it leaves it serving; [`Server::shutdown`] stops it.
-#[derive(Debug)]
-pub struct Server {
-    addr: SocketAddr,
-    max_connections: usize,
-    waker: Waker,
-    /// Disconnected when the event loop has returned and closed its sockets (nothing is sent).
-    stopped: Receiver<()>,
-    /// The process that started the loop: a forked child has no loop thread to wait for.
-    pid: u32,
-}
-
-impl Server {
-    /// The address it listens on (with the port the system chose for port 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The most connections its event loop holds before closing the oldest to admit a new one:
-    /// a quarter of `RLIMIT_NOFILE`'s soft limit (when [`serve`] ran) less the [`QUEUE`] +
-    /// [`WORKERS`] connections past the loop and its 3 own descriptors, between 16 and
-    /// [`MAX_CONNECTIONS`].
-    pub fn max_connections(&self) -> usize {
-        self.max_connections
-    }
-
-    /// Stops accepting and closes the connections still sending their requests; requests already
-    /// received are still answered. Returns once the listening socket is closed, so a connection
-    /// made afterwards is refused (waiting at most [`SHUTDOWN_WAIT`]; not at all in a forked
-    /// child, which has no loop thread).
-    pub fn shutdown(self) {
-        let _ = self.waker.wake();
-        if std::process::id() == self.pid {
-            // Err(Disconnected) when the loop has returned, Err(Timeout) after the bound.
-            let _ = self.stopped.recv_timeout(SHUTDOWN_WAIT);
-        }
-    }
-}
 
 /// Serves the endpoints ([`super::handle`]) on `addr`, from threads of its own, until
 /// [`Server::shutdown`]. Bind to loopback (`127.0.0.1:6060`): the profiles reveal code addresses

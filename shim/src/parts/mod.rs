@@ -1,5 +1,5 @@
-//! The middle layer: the profiler's parts, each importing only the bottom layer ([`crate::base`]),
-//! never each other; the profiler, a layer up, composes them.
+//! The middle layer: the profiler's parts, each importing only the bottom layers ([`crate::base`],
+//! and `crate::api` for the public types), never each other; the profiler, a layer up, composes them.
 //!
 //! - [`sampler`]: the per-thread byte countdown and its draw (the fast path);
 //! - [`build_ids`]: the GNU build ids of the loaded objects, for pprof's mappings;

@@ -35,18 +35,7 @@ use jeprof_dumpfmt::{SourceLine, SymbolTable};
 
 use crate::base::sync::lock;
 
-/// What in-process symbolization cost, measured with jemalloc's per-thread counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SymbolizerCost {
-    /// Addresses looked up in the debug info (those named by an earlier symbolization are not).
-    pub addresses: usize,
-    /// Highest net bytes allocated by the dumping thread during symbolization (one unit's
-    /// debug-info structures, decompressed sections and the names), sampled after each unit.
-    pub peak_bytes: u64,
-    /// Net bytes still allocated when it returns (the names themselves, and their cached copy).
-    pub retained_bytes: u64,
-}
+pub(crate) use crate::api::symbolize::SymbolizerCost;
 
 /// Serialises symbolization (one lookup at a time keeps the memory bound one unit's, and the
 /// name cache consistent) and is held across `fork`, so a child never inherits [`NAMES`] or a

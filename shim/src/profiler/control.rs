@@ -2,13 +2,13 @@
 //! `MALLOC_CONF` syntax: comma-separated `key:value` pairs), and the setters that also restart
 //! the threads' countdowns.
 
-use std::fmt;
-
 use crate::base::settings::{self, UnwinderChoice};
 use crate::base::sync::lock;
 use crate::base::thread;
 use crate::parts::capture::MAX_FRAMES_LIMIT;
 use crate::parts::sampled_arena;
+
+pub(crate) use crate::api::control::ConfigError;
 
 /// Sets the mean sampling period R in bytes (0: off); every thread restarts its countdown.
 pub(crate) fn set_sample_rate(bytes: u64) {
@@ -27,27 +27,6 @@ pub(crate) fn reseed(seed: Option<u64>) {
     settings::set_seed(seed);
     thread::restart_countdowns();
 }
-
-/// Why a configuration string was (partly) rejected. Every valid pair of the string was applied;
-/// each rejected pair is listed with the reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ConfigError {
-    /// One message per rejected `key:value` pair.
-    pub problems: Vec<String>,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "jeprof-shim: invalid configuration: {}",
-            self.problems.join("; ")
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Applies a `key:value,key:value` string (the `JEPROF_SHIM` syntax). The keys, their values and
 /// defaults are the manual's settings table (the crate docs, `README.md`), and the error message

@@ -21,7 +21,6 @@
 //! is released, under the history's own lock, which no allocation takes.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
@@ -36,6 +35,8 @@ use crate::base::sync::{lock, Wake};
 use crate::base::thread::{self, Guard};
 use crate::parts::stacks::{self, STACKS};
 use crate::parts::symbolize;
+
+pub(crate) use crate::api::leak_history::{LeakHistoryError, LeakSuspect};
 
 /// One stack's figures in one snapshot (20 bytes).
 #[derive(Clone, Copy)]
@@ -221,89 +222,6 @@ fn recorder() {
 pub(crate) fn after_fork_child() {
     ensure_recorder();
 }
-
-/// A stack whose live bytes are still growing, by the test of `jeprof_dumpfmt::leaks` over the
-/// in-process history ([`crate::leak_suspects`]).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct LeakSuspect {
-    /// The user frame: the stack's first function from the leaf, once the allocator's frames
-    /// are removed, that is not the standard library's or the allocator's
-    /// (`jeprof_dumpfmt::frames::DEFAULT_HIDE`), as `jeprof-compat` charges flat by default.
-    pub function: String,
-    /// The stack's functions, leaf first (inlined ones included), without the allocator's frames.
-    pub stack: Vec<String>,
-    /// Growth over the test's window, in bytes per second.
-    pub rate: f64,
-    /// The rate's 95% interval.
-    pub rate_95: (f64, f64),
-    /// Live bytes at the last snapshot.
-    pub live_bytes: f64,
-    /// Their 95% interval.
-    pub live_bytes_95: (f64, f64),
-    /// When the current rise began (a snapshot's time).
-    pub started: SystemTime,
-    /// The test's p-value.
-    pub p_value: f64,
-}
-
-/// Why [`crate::leak_suspects`] has no answer.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum LeakHistoryError {
-    /// `leak_interval` is 0 and no snapshot was recorded.
-    Off,
-    /// The history is still too short for the test.
-    TooShort {
-        /// Snapshots held.
-        snapshots: usize,
-        /// Snapshots the test needs (at the current `leak_interval`).
-        needed: usize,
-        /// About when there will be enough, from now.
-        ready_in: Duration,
-    },
-    /// `leak_history` holds fewer snapshots than the test needs with these options.
-    TooSmall {
-        /// The `leak_history` setting.
-        leak_history: usize,
-        /// Snapshots the test needs.
-        needed: usize,
-    },
-    /// The options are out of range.
-    Options(String),
-}
-
-impl fmt::Display for LeakHistoryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LeakHistoryError::Off => write!(
-                f,
-                "the leak history is off (leak_interval:0); set leak_interval to record one"
-            ),
-            LeakHistoryError::TooShort {
-                snapshots,
-                needed,
-                ready_in,
-            } => write!(
-                f,
-                "the leak history holds {snapshots} snapshots; the test needs {needed}, enough in \
-                 about {:.1} s",
-                ready_in.as_secs_f64()
-            ),
-            LeakHistoryError::TooSmall {
-                leak_history,
-                needed,
-            } => write!(
-                f,
-                "leak_history:{leak_history} keeps fewer snapshots than the test needs ({needed}); \
-                 raise it"
-            ),
-            LeakHistoryError::Options(why) => write!(f, "leak options: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for LeakHistoryError {}
 
 /// What the test found over the history.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]

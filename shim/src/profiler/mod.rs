@@ -1,6 +1,6 @@
 //! The top layer below `lib.rs`: the profiler, composed of the parts.
 //!
-//! Its modules import the parts and the bottom layer, and each other only in this order:
+//! Its modules import the parts and the bottom layers (`base`, and `api` for the public types), and each other only in this order:
 //! [`allocator`], [`control`], [`peak`] and [`otlp_stats`] (nothing of the profiler) →
 //! [`leak_history`] → [`sampled_path`] → [`report`] → [`scopes`], [`window`], [`auto_dump`] and
 //! [`pprof`] → `otlp_push` (feature `otlp`) → [`hooks`] → [`init`].

@@ -3,9 +3,9 @@
 //! comments, and labels naming the process (program, build id, host name, service) on every
 //! sample, so a scraper that stores many processes' profiles can select by them.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use jeprof_dumpfmt::pprof::{self as pb, PbProfile};
+use jeprof_dumpfmt::pprof::PbProfile;
 use jeprof_dumpfmt::Profile;
 
 use crate::base::settings;
@@ -13,49 +13,7 @@ use crate::base::sync::lock;
 use crate::base::thread::Guard;
 use crate::parts::build_ids;
 
-/// The sample type a pprof reader shows first ([`PprofOptions::default_sample_type`]). Every
-/// profile carries all four, in the order of [`jeprof_dumpfmt::pprof::SAMPLE_TYPES`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum SampleType {
-    /// Estimated objects live now.
-    InuseObjects,
-    /// Estimated bytes live now (Go's default for `/debug/pprof/heap`).
-    #[default]
-    InuseSpace,
-    /// Estimated objects allocated (since start, or in the window).
-    AllocObjects,
-    /// Estimated bytes allocated (Go's default for `/debug/pprof/allocs`).
-    AllocSpace,
-}
-
-impl SampleType {
-    /// The name pprof uses (`inuse_space`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            SampleType::InuseObjects => "inuse_objects",
-            SampleType::InuseSpace => "inuse_space",
-            SampleType::AllocObjects => "alloc_objects",
-            SampleType::AllocSpace => "alloc_space",
-        }
-    }
-}
-
-/// How [`crate::pprof`] and [`crate::pprof_of`] describe a profile. `PprofOptions::default()` is
-/// a point-in-time heap profile taken now, showing `inuse_space` first.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct PprofOptions {
-    /// The sample type shown first.
-    pub default_sample_type: SampleType,
-    /// When the profile was taken or its window started (`None`: now).
-    pub time: Option<SystemTime>,
-    /// The time the profile covers: zero for a point in time, the window's length for a window
-    /// (`duration_nanos`).
-    pub duration: Duration,
-    /// Notes added to the profile's comments (`go tool pprof -comments`), after the profiler's own.
-    pub comments: Vec<String>,
-}
+pub(crate) use crate::api::pprof::PprofOptions;
 
 /// The labels that name this process: `program` (the executable's file name), `build_id` (its GNU
 /// build id), `hostname`, `pid` and `service` (when set), each present only when known.
@@ -109,41 +67,19 @@ fn hostname() -> Option<String> {
     (len > 0).then(|| String::from_utf8_lossy(&buf[..len]).into_owned())
 }
 
-/// `profile` as pprof, described by `options` and [`process_labels`]; the profile's annotations
-/// (the profiler's own figures, drops) become comments.
+/// `profile` as pprof, described by `options`, [`process_labels`] and the loaded objects' build
+/// ids ([`PprofOptions::encode`]).
 pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
     let _guard = Guard::enter();
-    let time = options.time.unwrap_or_else(SystemTime::now);
-    let time_nanos = time
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    let mut comments: Vec<String> = vec![format!(
-        "jeprof-shim heap profile: unbiased estimates, sample period R = {} bytes",
-        profile.sample_period
-    )];
-    comments.extend(profile.annotations.iter().map(|(k, v)| format!("{k}: {v}")));
-    comments.extend(options.comments.iter().cloned());
-    let header = pb::Header {
-        period: profile.sample_period,
-        time_nanos,
-        duration_nanos: i64::try_from(options.duration.as_nanos()).unwrap_or(i64::MAX),
-        default_sample_type: options.default_sample_type.name().to_string(),
-        comments,
-        labels: process_labels(),
-    };
-    pb::from_profile(
-        profile,
-        &pb::Options {
-            header,
-            build_ids: build_ids::loaded(),
-            ..pb::Options::default()
-        },
-    )
+    options.encode(profile, process_labels(), build_ids::loaded())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::api::pprof::SampleType;
 
     #[test]
     fn dump_labels_are_the_process_labels_then_the_moment_and_all_writable() {

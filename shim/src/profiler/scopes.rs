@@ -23,19 +23,9 @@ use crate::base::sync::lock;
 use crate::base::thread::{self, Guard};
 use crate::parts::{live_samples, scopes};
 
-/// A scope label, interned: a small id that is free to copy and to enter.
-///
-/// Build one once with [`Scope::new`] (or `From<&str>`) and enter it as often as needed; every
-/// call with a new label takes a lock and, the first time, copies the label. At most 4,095
-/// distinct labels per process: past that, [`Scope::new`] returns [`Scope::NONE`] (allocations in
-/// it are charged to no scope) and [`crate::scope_labels_dropped`] counts the refusal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Scope(u16);
+pub(crate) use crate::api::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
 
 impl Scope {
-    /// No scope: what threads start in.
-    pub const NONE: Scope = Scope(0);
-
     /// The scope named `label`, interned on first use.
     pub fn new(label: &str) -> Scope {
         // The first use of a label copies it: keep that allocation out of the profile.
@@ -58,40 +48,9 @@ impl Scope {
     }
 }
 
-impl From<&str> for Scope {
-    fn from(label: &str) -> Scope {
-        Scope::new(label)
-    }
-}
-
-/// The current scope on this thread until dropped ([`Scope::enter`]). Not `Send`: it restores this
-/// thread's previous scope.
-#[must_use = "the scope ends when the guard drops"]
-#[derive(Debug)]
-pub struct ScopeGuard {
-    previous: u16,
-    _not_send: PhantomData<*const ()>,
-}
-
 impl Drop for ScopeGuard {
     fn drop(&mut self) {
         thread::replace_scope(self.previous);
-    }
-}
-
-/// A future whose polls run in a scope ([`crate::scope`]): the scope is made current on whichever
-/// thread polls it, for the poll, and the previous one restored after, so it follows the task
-/// across a multi-threaded runtime's workers with no lookup on the allocation path.
-#[must_use = "futures do nothing unless polled"]
-#[derive(Debug)]
-pub struct Scoped<F> {
-    scope: Scope,
-    inner: F,
-}
-
-impl<F> Scoped<F> {
-    pub(crate) fn new(scope: Scope, inner: F) -> Scoped<F> {
-        Scoped { scope, inner }
     }
 }
 
@@ -108,26 +67,6 @@ impl<F: Future> Future for Scoped<F> {
         let _scope = this.scope.enter();
         inner.poll(cx)
     }
-}
-
-/// One scope's figures ([`crate::scopes`]).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ScopeStats {
-    /// The scope's label.
-    pub label: &'static str,
-    /// Estimated live objects and bytes allocated in the scope (wherever and whenever freed), with
-    /// variances.
-    pub live: Estimate,
-    /// 95% interval of the live bytes ([`Estimate::bytes_interval_95`]: the estimate ± 1.96
-    /// standard deviations, floored at 0).
-    pub live_bytes_interval: (f64, f64),
-    /// 95% interval of the live objects.
-    pub live_objects_interval: (f64, f64),
-    /// Estimated objects and bytes allocated in the scope since start (freed or not).
-    pub allocated: Estimate,
-    /// Live samples behind `live`.
-    pub live_samples: u64,
 }
 
 /// Every scope that has allocated since start, in the order their labels were interned.
@@ -186,23 +125,6 @@ pub(crate) fn dump_scope(label: &str, path: &Path) -> Result<(), jeprof_dumpfmt:
             ),
         })?;
     jeprof_dumpfmt::write::write_file(&profile, path, &jeprof_dumpfmt::WriteOptions::default())
-}
-
-/// Stops the periodic report started by [`crate::scope_report`] when dropped (after the call in
-/// progress, if any, returns).
-#[derive(Debug)]
-pub struct ScopeReporter {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for ScopeReporter {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 /// Calls `f` with every scope's figures every `interval` on a thread of its own.

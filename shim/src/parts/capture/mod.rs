@@ -29,20 +29,7 @@ use crate::base::thread::{self, Guard};
 
 mod eh_frame_unwind;
 
-/// Largest `max_frames` accepted: the on-stack capture buffer's size.
-pub const MAX_FRAMES_LIMIT: usize = 256;
-
-/// The stack unwinder in use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unwinder {
-    /// Frame-pointer chain walk: no lock, a few loads per frame.
-    FramePointer,
-    /// `backtrace::trace_unsynchronized` (libgcc's DWARF unwinder).
-    Backtrace,
-    /// The loaded objects' `.eh_frame` tables read in place (gimli), rules cached per return
-    /// address (x86_64 and aarch64 Linux).
-    EhFrame,
-}
+pub(crate) use crate::api::capture::{Unwinder, MAX_FRAMES_LIMIT};
 
 /// Held for reading around every libgcc unwind and for writing across `fork`, so that a child is
 /// never born while another thread holds libgcc's unwinder lock.
