@@ -4,9 +4,8 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=src/c_api/countdown.c");
-    if std::env::var_os("CARGO_FEATURE_INITIAL_EXEC").is_none() {
-        return;
-    }
+    // `cc` is an optional build-dependency, present only with the feature.
+    #[cfg(feature = "initial-exec")]
     cc::Build::new()
         .file("src/c_api/countdown.c")
         .flag("-ftls-model=initial-exec")
