@@ -149,6 +149,15 @@ fn target_env_name() -> String {
     format!("{}_unknown_linux_gnu", std::env::consts::ARCH)
 }
 
+/// `CARGO_TARGET_<TRIPLE>_RUNNER`, the runner cargo ran this test behind, if set.
+fn target_runner() -> Option<String> {
+    std::env::var(format!(
+        "CARGO_TARGET_{}_RUNNER",
+        target_env_name().to_uppercase()
+    ))
+    .ok()
+}
+
 /// A command that runs `program`, a binary built for this test's own target (the test binary
 /// itself, a test program compiled with [`target_c_compiler`]), the way cargo ran this test: behind
 /// `CARGO_TARGET_<TRIPLE>_RUNNER` when that variable is set. A cross-built test runs under an
@@ -157,8 +166,7 @@ fn target_env_name() -> String {
 /// the variable cargo read is in the test's environment, so its children get the same runner.
 /// (A runner set in `.cargo/config.toml` instead is not seen here.)
 pub fn target_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let variable = format!("CARGO_TARGET_{}_RUNNER", target_env_name().to_uppercase());
-    let runner = std::env::var(variable).unwrap_or_default();
+    let runner = target_runner().unwrap_or_default();
     let mut words = runner.split_whitespace();
     match words.next() {
         Some(emulator) => {
@@ -185,9 +193,8 @@ pub fn target_cxx_compiler() -> String {
 /// (`aarch64-linux-gnu-objcopy`, from the cross compiler's binutils) when the test runs behind a
 /// runner as [`target_command`] reads it, else the host's, which handles only the host's objects.
 pub fn target_binutil(tool: &str) -> String {
-    let variable = format!("CARGO_TARGET_{}_RUNNER", target_env_name().to_uppercase());
-    match std::env::var(variable) {
-        Ok(runner) if !runner.trim().is_empty() => {
+    match target_runner() {
+        Some(runner) if !runner.trim().is_empty() => {
             format!("{}-linux-gnu-{tool}", std::env::consts::ARCH)
         }
         _ => tool.to_string(),

@@ -548,18 +548,6 @@ mod tests {
         _dir: tempfile::TempDir,
     }
 
-    /// The C compiler for this target, looked up as the `cc` crate does in a build script:
-    /// `CC_<target>`, then `CC`, then `cc`. A cross-built aarch64 test binary runs under
-    /// `qemu-aarch64`, whose user-mode emulation hands `execve` to the host kernel, so the
-    /// cross compiler (`CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc`) runs as a host
-    /// process.
-    fn c_compiler() -> String {
-        let target = format!("CC_{}_unknown_linux_gnu", std::env::consts::ARCH);
-        std::env::var(target)
-            .or_else(|_| std::env::var("CC"))
-            .unwrap_or_else(|_| "cc".into())
-    }
-
     impl CFrames {
         /// Built `-O2` with or without frame pointers; on aarch64 with
         /// `-mbranch-protection=standard`, so its return addresses are signed.
@@ -568,7 +556,9 @@ mod tests {
             let library = dir.path().join("libsigned_frames.so");
             let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/programs/signed_frames.c");
-            let compiler = c_compiler();
+            // The target's compiler (`CC_<triple>`: under qemu-aarch64 the cross compiler runs
+            // as a host process, since user-mode emulation hands `execve` to the host kernel).
+            let compiler = jeprof_conformance::target_c_compiler();
             let mut command = std::process::Command::new(&compiler);
             command
                 .args(["-O2", "-shared", "-fPIC"])
