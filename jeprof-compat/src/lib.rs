@@ -47,7 +47,8 @@
 //!   - [`otlp`] (input, symbolize, pprof): OpenTelemetry profiles, pprof's message re-indexed;
 //!   - [`export`] (names, attribution, input, symbolize, binary, report): dumps as rows of
 //!     unbiased figures (schema v1, Parquet), which any SQL engine adds up correctly
-//!     ([`export::export_files`]); `query` (export; cargo feature `sql`): SQL over those rows
+//!     ([`export::export_files`]; cargo feature `export`, on by default through `cli`); `query`
+//!     (export; cargo feature `sql`): SQL over those rows
 //!     in-process, with named views by function, leaf, label and hour and their intervals;
 //!   - [`scopes`] (report): reports of one scope, and per-scope totals, from dumps that carry
 //!     scopes;
@@ -130,6 +131,7 @@ pub mod report;
 pub mod views;
 
 pub mod diff;
+#[cfg(feature = "export")]
 pub mod export;
 pub mod leaks;
 pub mod merge;

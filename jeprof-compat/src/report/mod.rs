@@ -61,7 +61,9 @@ pub use aggregate::{build, build_dumps, build_files, FunctionTable};
 pub(crate) use aggregate::{build_file_pair, PairedSums};
 pub use allocator::{allocator_files, AllocatorReport};
 pub use folded::{collapsed, collapsed_files, flamegraph, flamegraph_title, format_collapsed};
-pub(crate) use frames::{allocator_names_inlined, cuts_stack};
+pub(crate) use frames::allocator_names_inlined;
+#[cfg(feature = "export")]
+pub(crate) use frames::cuts_stack;
 pub use frames::{frame_functions, interesting_frames, shown_frames};
 pub use model::{FunctionFigures, FunctionName, Measure, Report, ReportOptions, Row};
 pub use text::{
