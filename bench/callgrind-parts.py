@@ -16,6 +16,8 @@ is inlined into its callers, per call of `allocate_and_record`, with every `capt
 - own: all less the arena and the free's `sdallocx`: the profiler's own instructions;
 - once: one-time costs (the sampled arena's creation, the thread's stack bounds) spread over this
   run's samples, left out of every other column;
+- callers: the self cost of the slow paths that call the sampled path (`alloc_slow`,
+  `realloc_slow`): where builds that inline `alloc_sampled` run its guard and capture buffer;
 - snapshots (peak tracker) and rule-cache misses (`.eh_frame` unwinder), as counts.
 
 `callgrind_annotate --inclusive=yes --tree=calling` shows the same figures one call site at a time.
@@ -32,9 +34,14 @@ THREAD = "jeprof_shim::parts::capture::eh_frame_unwind::imp::ask_this_thread"
 MISS = "jeprof_shim::parts::capture::eh_frame_unwind::imp::MissState::miss"
 
 
+CALLERS = r"::(alloc_slow|realloc_slow)$"
+
+
 def load(path):
-    """Calls and inclusive cost per (caller, callee) and per callee; the total."""
+    """Calls and inclusive cost per (caller, callee) and per callee; the self cost of the callers
+    of the sampled path; the total."""
     names, calls, incl = {}, collections.Counter(), collections.Counter()
+    callers = 0
     total, caller, callee, pending = None, None, None, None
 
     def name(spec):
@@ -63,7 +70,10 @@ def load(path):
                 pending = None
             elif line.startswith(("totals:", "summary:")):
                 total = int(line.split()[1])
-    return total, calls, incl
+            elif line[:1] in "0123456789+-*" and caller and re.search(CALLERS, caller):
+                fields = line.split()
+                callers += int(fields[1]) if len(fields) > 1 else 0
+    return total, calls, incl, callers
 
 
 def from_caller(calls, incl, caller, pattern):
@@ -72,9 +82,9 @@ def from_caller(calls, incl, caller, pattern):
 
 
 def main(paths):
-    print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tsnapshots\tmisses")
+    print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tcallers\tsnapshots\tmisses")
     for path in paths:
-        total, calls, incl = load(path)
+        total, calls, incl, callers = load(path)
         # Builds that inline `alloc_sampled` into its callers (so that the capture starts in the
         # marker's frame) call `capture_uninit` from there and the rest from `allocate_and_record`.
         inlined = calls[ALLOC] == 0
@@ -98,7 +108,7 @@ def main(paths):
         free = incl[FREE]
         every = sampled - once + free
         own = every - arena - freed_sd
-        per = [round(x / n) for x in (capture, interning, recording, arena, free, every, own, once)]
+        per = [round(x / n) for x in (capture, interning, recording, arena, free, every, own, once, callers)]
         print("\t".join([path, f"{total:,}", str(n)] + [f"{x:,}" for x in per] + [str(snapshots), str(calls[MISS])]))
 
 
