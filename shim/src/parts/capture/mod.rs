@@ -31,8 +31,10 @@ mod eh_frame_unwind;
 
 pub(crate) use crate::api::capture::{Unwinder, MAX_FRAMES_LIMIT};
 
-/// Held for reading around every libgcc unwind and for writing across `fork`, so that a child is
-/// never born while another thread holds libgcc's unwinder lock.
+/// Held for reading around every libgcc unwind and every `dl_iterate_phdr` of the `.eh_frame`
+/// unwinder, and for writing across `fork`, so that a child is never born while another thread
+/// holds libgcc's unwinder lock or glibc's loader lock (a child that inherits either held waits
+/// forever at its first unwind).
 pub(crate) static UNWIND_LOCK: RwLock<()> = RwLock::new(());
 
 /// The unwinder in use now: the one the `unwinder` setting names, `auto` resolved by
