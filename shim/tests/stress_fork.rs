@@ -3,7 +3,7 @@
 //! run), and the live-sample count returns to its baseline once everything is freed.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +16,21 @@ const WORKERS: usize = 8;
 const ROUNDS: usize = 6_000;
 const FORKS: usize = 8;
 
+/// The child being waited for, 0 when none: the watchdog kills it, since a deadlocked child
+/// would otherwise outlive the test.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
 fn watchdog(limit: Duration) {
     std::thread::spawn(move || {
         std::thread::sleep(limit);
-        eprintln!("stress_fork: still running after {limit:?}: deadlock");
+        // Ordering: the pid only. The forker clears it before it reaps the child, so the pid
+        // cannot have been reused by another process.
+        let child = CHILD.load(Ordering::SeqCst);
+        eprintln!("stress_fork: still running after {limit:?}: deadlock (child {child})");
+        if child > 0 {
+            // SAFETY: kill has no memory effects; the pid is our unreaped child's.
+            unsafe { libc::kill(child, libc::SIGKILL) };
+        }
         // SAFETY: _exit ends the process at once without running exit handlers (which could
         // block on the very locks that deadlocked).
         unsafe { libc::_exit(3) };
@@ -74,8 +85,25 @@ fn fork_and_dump(path: &std::path::Path) {
         // SAFETY: ends the child without running the parent's exit handlers.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
+    // Ordering: see `CHILD`.
+    CHILD.store(pid, Ordering::SeqCst);
+    // Waits for the child's end without reaping it (WNOWAIT), so that its pid stays ours until
+    // `CHILD` no longer names it.
+    // SAFETY: siginfo_t is plain data, valid all zero.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is writable for the call; the pid is our own child's.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    };
+    assert_eq!(rc, 0, "waitid");
+    CHILD.store(0, Ordering::SeqCst);
     let mut status = 0;
-    // SAFETY: waits for our own child.
+    // SAFETY: reaps our own child, which has ended.
     let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
     assert_eq!(rc, pid);
     assert!(

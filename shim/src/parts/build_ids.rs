@@ -73,10 +73,11 @@ pub(crate) fn program() -> Option<String> {
 /// Every loaded object with a build id.
 fn iterate() -> Vec<Loaded> {
     let mut found: Vec<Loaded> = Vec::new();
-    // SAFETY: the callback matches dl_iterate_phdr's signature and only reads the dl_phdr_info it
-    // is given (valid for the call), and `data` is `&mut found`, alive for the whole call.
+    // SAFETY: the callback matches dl_iterate_phdr's signature, only reads the dl_phdr_info it is
+    // given (valid for the call) and neither walks the loaded objects nor unwinds, and `data` is
+    // `&mut found`, alive for the whole call.
     unsafe {
-        libc::dl_iterate_phdr(Some(visit), (&mut found as *mut Vec<Loaded>).cast());
+        crate::base::loader::iterate_phdr(visit, (&mut found as *mut Vec<Loaded>).cast());
     }
     found
 }

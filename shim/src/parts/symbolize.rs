@@ -80,7 +80,7 @@ fn unloads() -> u64 {
     let mut subs = 0u64;
     // SAFETY: `first` matches the callback's signature and writes only through `data`, which
     // points at `subs`, alive for the call.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&mut subs as *mut u64).cast()) };
+    unsafe { crate::base::loader::iterate_phdr(first, (&mut subs as *mut u64).cast()) };
     subs
 }
 

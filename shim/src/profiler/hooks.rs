@@ -13,10 +13,10 @@ use super::control;
 use super::leak_history::{self, History, HISTORY};
 use super::peak::{LiveByStack, PeakSnapshot, LIVE_BY_STACK, PEAK};
 use super::report;
+use crate::base::loader;
 use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
-use crate::parts::capture;
 use crate::parts::live_samples::{LiveShard, LIVE, SHARDS};
 use crate::parts::sampled_arena;
 use crate::parts::scopes::{self, Names};
@@ -92,7 +92,7 @@ extern "C" fn fork_prepare() {
     // inherit it held.
     let writing = lock(&auto_dump::WRITING);
     let symbolize = lock(&symbolize::SYMBOLIZE_LOCK);
-    let unwind = capture::UNWIND_LOCK
+    let unwind = loader::UNWIND_LOCK
         .write()
         .unwrap_or_else(|e| e.into_inner());
     let arena = lock(&sampled_arena::INIT_LOCK);

@@ -997,20 +997,10 @@ mod imp {
             current: SNAPSHOT.load(Ordering::Acquire),
             building: None,
         };
-        {
-            // glibc holds its loader lock inside dl_iterate_phdr, and a child forked meanwhile
-            // inherits it held: its first dl_iterate_phdr (this one, at its first sample) would
-            // wait forever. Read-held here, write-held across `fork` (`capture::UNWIND_LOCK`), so
-            // no child is born while this thread is inside. Callers hold the re-entrancy guard,
-            // so nothing in the callback comes back here.
-            let _held = crate::parts::capture::UNWIND_LOCK
-                .read()
-                .unwrap_or_else(|e| e.into_inner());
-            // SAFETY: the callback matches dl_iterate_phdr's contract and only reads the info it
-            // is handed; `check` outlives the call.
-            unsafe {
-                libc::dl_iterate_phdr(Some(on_object), (&mut check as *mut Check).cast());
-            }
+        // SAFETY: the callback matches dl_iterate_phdr's contract, only reads the info it is
+        // handed, and neither walks the loaded objects nor unwinds; `check` outlives the call.
+        unsafe {
+            crate::base::loader::iterate_phdr(on_object, (&mut check as *mut Check).cast());
         }
         if let Some(built) = check.building.take() {
             publish(built);

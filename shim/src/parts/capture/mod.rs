@@ -22,20 +22,14 @@
 //! module probes them once and keeps the outcome ([`settings::auto_unwinder`]).
 
 use std::mem::MaybeUninit;
-use std::sync::RwLock;
 
+use crate::base::loader::UNWIND_LOCK;
 use crate::base::settings::{self, UnwinderChoice};
 use crate::base::thread::{self, Guard};
 
 mod eh_frame_unwind;
 
 pub(crate) use crate::api::capture::{Unwinder, MAX_FRAMES_LIMIT};
-
-/// Held for reading around every libgcc unwind and every `dl_iterate_phdr` of the `.eh_frame`
-/// unwinder, and for writing across `fork`, so that a child is never born while another thread
-/// holds libgcc's unwinder lock or glibc's loader lock (a child that inherits either held waits
-/// forever at its first unwind).
-pub(crate) static UNWIND_LOCK: RwLock<()> = RwLock::new(());
 
 /// The unwinder in use now: the one the `unwinder` setting names, `auto` resolved by
 /// [`auto_unwinder`].

@@ -93,7 +93,9 @@ pub(super) fn loaded() -> Vec<Library> {
     let mut libraries: Vec<Library> = Vec::new();
     // SAFETY: `each` matches the callback's signature, never unwinds (no panicking operation)
     // and writes only through `data`, which points at `libraries`, alive for the call.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&mut libraries as *mut Vec<Library>).cast()) };
+    unsafe {
+        crate::base::loader::iterate_phdr(each, (&mut libraries as *mut Vec<Library>).cast())
+    };
     libraries
 }
 
