@@ -7,15 +7,21 @@ Reads the call records (`calls=` lines and the inclusive cost after them) that `
 and `free_sampled` make, and prints per sample (per call of `alloc_sampled`; in builds where it
 is inlined into its callers, per call of `allocate_and_record`, with every `capture_uninit`):
 
-- capture: `capture_uninit`, less the thread's one-time stack-bounds query (`ask_this_thread`);
+- capture: `capture_uninit`, less the thread's one-time stack-bounds query (`ask_this_thread`)
+  and the rule cache's creation (`take_cache_elsewhere`, when the pool has no cache to lend);
 - interning: `ThreadTotals::charge` (hashes the stack, interns it);
 - recording: the rest of `alloc_sampled` (live-sample table, estimates, triggers, peak tracker);
 - arena: `mallocx` and `nallocx` into the sampled arena (gross: plain jemalloc would allocate too);
 - free: `free_sampled`, inclusive (its `sdallocx` too, gross as the arena's);
 - all: everything above;
 - own: all less the arena and the free's `sdallocx`: the profiler's own instructions;
-- once: one-time costs (the sampled arena's creation, the thread's stack bounds) spread over this
-  run's samples, left out of every other column;
+- once: one-time costs (the sampled arena's creation, the thread's stack bounds, the rule cache's
+  creation) spread over this run's samples, left out of every other column;
+- first: what first sightings cost, inside own: the rule cache's misses (`MissState::miss`, with
+  its loader check) and the shared stack table's lookups (`stacks::intern`, called for stacks new
+  to the thread's cache: new stacks, and the rare eviction); own less first is the steady state;
+- callers: the self cost of the slow paths that call the sampled path (`alloc_slow`,
+  `realloc_slow`): where builds that inline `alloc_sampled` run its guard and capture buffer;
 - snapshots (peak tracker) and rule-cache misses (`.eh_frame` unwinder), as counts.
 
 `callgrind_annotate --inclusive=yes --tree=calling` shows the same figures one call site at a time.
@@ -29,12 +35,19 @@ RECORD = "jeprof_shim::profiler::sampled_path::allocate_and_record"
 CAPTURE = "jeprof_shim::parts::capture::capture_uninit"
 FREE = "jeprof_shim::profiler::sampled_path::free_sampled"
 THREAD = "jeprof_shim::parts::capture::eh_frame_unwind::imp::ask_this_thread"
+CACHE_NEW = "jeprof_shim::parts::capture::eh_frame_unwind::imp::take_cache_elsewhere"
 MISS = "jeprof_shim::parts::capture::eh_frame_unwind::imp::MissState::miss"
+INTERN = "jeprof_shim::parts::stacks::intern"
+
+
+CALLERS = r"::(alloc_slow|realloc_slow)$"
 
 
 def load(path):
-    """Calls and inclusive cost per (caller, callee) and per callee; the total."""
+    """Calls and inclusive cost per (caller, callee) and per callee; the self cost of the callers
+    of the sampled path; the total."""
     names, calls, incl = {}, collections.Counter(), collections.Counter()
+    callers = 0
     total, caller, callee, pending = None, None, None, None
 
     def name(spec):
@@ -63,7 +76,10 @@ def load(path):
                 pending = None
             elif line.startswith(("totals:", "summary:")):
                 total = int(line.split()[1])
-    return total, calls, incl
+            elif line[:1] in "0123456789+-*" and caller and re.search(CALLERS, caller):
+                fields = line.split()
+                callers += int(fields[1]) if len(fields) > 1 else 0
+    return total, calls, incl, callers
 
 
 def from_caller(calls, incl, caller, pattern):
@@ -72,33 +88,34 @@ def from_caller(calls, incl, caller, pattern):
 
 
 def main(paths):
-    print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tsnapshots\tmisses")
+    print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tfirst\tcallers\tsnapshots\tmisses")
     for path in paths:
-        total, calls, incl = load(path)
+        total, calls, incl, callers = load(path)
         # Builds that inline `alloc_sampled` into its callers (so that the capture starts in the
         # marker's frame) call `capture_uninit` from there and the rest from `allocate_and_record`.
         inlined = calls[ALLOC] == 0
         alloc = RECORD if inlined else ALLOC
         n = calls[alloc]
-        if n == 0:
-            print(f"{path}\t{total:,}\t0")
+        if n == 0 or total is None:
+            print(f"{path}\t{total or 0:,}\t0")
             continue
-        thread = incl[THREAD]
+        capture_once = incl[THREAD] + incl[CACHE_NEW]
         if inlined:
-            capture = sum(incl[k] for k in incl if isinstance(k, str) and k.endswith(CAPTURE)) - thread
+            capture = sum(incl[k] for k in incl if isinstance(k, str) and k.endswith(CAPTURE)) - capture_once
         else:
-            capture = from_caller(calls, incl, ALLOC, r"capture_uninit$")[1] - thread
+            capture = from_caller(calls, incl, ALLOC, r"capture_uninit$")[1] - capture_once
         interning = from_caller(calls, incl, alloc, r"ThreadTotals::charge$")[1]
         arena = from_caller(calls, incl, alloc, r"^_rjem_(mallocx|nallocx)$")[1]
-        once = from_caller(calls, incl, alloc, r"sampled_arena::(create|create_tcache)$")[1] + thread
+        once = from_caller(calls, incl, alloc, r"sampled_arena::(create|create_tcache)$")[1] + capture_once
         freed_sd = from_caller(calls, incl, FREE, r"^_rjem_sdallocx$")[1]
         snapshots = from_caller(calls, incl, alloc, r"peak::on_new_high$")[0]
-        sampled = incl[alloc] + (capture + thread if inlined else 0)
+        sampled = incl[alloc] + (capture + capture_once if inlined else 0)
         recording = sampled - capture - interning - arena - once
         free = incl[FREE]
         every = sampled - once + free
         own = every - arena - freed_sd
-        per = [round(x / n) for x in (capture, interning, recording, arena, free, every, own, once)]
+        first = incl[MISS] + incl[INTERN]
+        per = [round(x / n) for x in (capture, interning, recording, arena, free, every, own, once, first, callers)]
         print("\t".join([path, f"{total:,}", str(n)] + [f"{x:,}" for x in per] + [str(snapshots), str(calls[MISS])]))
 
 

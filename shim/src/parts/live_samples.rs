@@ -1,16 +1,14 @@
 //! Live samples: every sampled allocation not yet freed, by address, in 64 shards.
 //!
-//! Each shard sits behind a `std::sync::Mutex` (futex-based on Linux: it never allocates). A shard
+//! Each shard sits behind a [`FutexMutex`] (it never allocates). A shard
 //! allocates only while its lock is held *and* the thread is inside the re-entrancy guard, so
 //! those allocations go straight to the inner allocator and never come back here.
-
-use std::sync::Mutex;
 
 use jeprof_dumpfmt::math::{self, SampleWeight};
 use jeprof_dumpfmt::Estimate;
 
 use crate::base::hash::{Map, MIX};
-use crate::base::sync::CacheLine;
+use crate::base::sync::{CacheLine, FutexMutex};
 
 /// One live sampled allocation.
 #[derive(Debug, Clone, Copy)]
@@ -170,11 +168,11 @@ impl LiveShard {
 
 /// Live samples by address, sharded so that frees on different threads rarely meet; each shard
 /// starts a cache line, so that threads using different shards do not share lines.
-pub(crate) static LIVE: [CacheLine<Mutex<LiveShard>>; SHARDS] =
-    [const { CacheLine(Mutex::new(LiveShard::new())) }; SHARDS];
+pub(crate) static LIVE: [CacheLine<FutexMutex<LiveShard>>; SHARDS] =
+    [const { CacheLine(FutexMutex::new(LiveShard::new())) }; SHARDS];
 
 /// The shard holding address `addr`.
-pub(crate) fn shard_of(addr: usize) -> &'static Mutex<LiveShard> {
+pub(crate) fn shard_of(addr: usize) -> &'static FutexMutex<LiveShard> {
     let h = ((addr >> 4) as u64).wrapping_mul(MIX);
     &LIVE[(h >> (64 - SHARDS.trailing_zeros())) as usize].0
 }
@@ -182,7 +180,6 @@ pub(crate) fn shard_of(addr: usize) -> &'static Mutex<LiveShard> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::sync::lock;
 
     #[test]
     fn a_shard_keeps_every_sample_in_place_or_spilled_until_it_is_removed() {
@@ -218,9 +215,9 @@ mod tests {
     #[test]
     fn a_shards_lock_and_in_place_addresses_share_one_cache_line() {
         let shard = &LIVE[SHARDS - 1];
-        let start = shard as *const CacheLine<Mutex<LiveShard>> as usize;
+        let start = shard as *const CacheLine<FutexMutex<LiveShard>> as usize;
         assert_eq!(start % 64, 0);
-        let guard = lock(shard);
+        let guard = shard.lock();
         let addresses = guard.addresses.as_ptr() as usize;
         let end = addresses + std::mem::size_of_val(&guard.addresses);
         assert!(

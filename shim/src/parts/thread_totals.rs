@@ -13,17 +13,23 @@
 //! and the next new thread takes it over, so there are at most as many tables as threads ever ran
 //! at once, and the figures of exited threads (keyed by thread uid) stay in the profile. That
 //! handover ([`claim`], [`hand_back`]) is generic over its locks so that a loom model runs it.
+//!
+//! The table also keeps the sampling probabilities its thread computed lately
+//! ([`ThreadTotals::sample_probability`]): the sampled path holds the table's lock anyway, and a
+//! program allocates the same few sizes over and over, so most samples find theirs there instead
+//! of calling libm's `expm1`.
 
 use std::ffi::c_void;
 use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use jeprof_dumpfmt::Estimate;
 
-use crate::base::hash::Map;
-use crate::base::sync::{lock, ExitKey, Lock};
+use crate::base::hash::{Map, MIX};
+use crate::base::sync::{ExitKey, FutexGuard, FutexMutex, Lock};
 use crate::base::thread::{self, Guard, TableOf, Tables};
+use crate::parts::live_samples;
 
 /// Entries in a thread's stack cache (direct-mapped by stack hash).
 const CACHE_ENTRIES: usize = 64;
@@ -55,9 +61,32 @@ const EMPTY: CacheEntry = CacheEntry {
     },
 };
 
+/// Entries in a table's probability cache (direct-mapped by requested size; a power of two).
+const PROBABILITY_ENTRIES: usize = 16;
+
+/// One cached probability: [`live_samples::sample_probability`]`(requested, period)`.
+#[derive(Clone, Copy)]
+struct CachedProbability {
+    requested: usize,
+    period: u64,
+    probability: f64,
+}
+
+/// An entry no sample has filled yet: it holds the true value for its key (a size of 0 at period
+/// 1 is sampled with probability 1 − e^0 = 0), so it needs no "empty" mark and a lookup needs no
+/// test for one.
+const NO_PROBABILITY: CachedProbability = CachedProbability {
+    requested: 0,
+    period: 1,
+    probability: 0.0,
+};
+
 /// A thread's own figures: its table of totals.
 pub(crate) struct ThreadTotals {
     cache: [CacheEntry; CACHE_ENTRIES],
+    /// Probabilities computed lately, by requested size and period (what they are computed
+    /// from: an entry is exact whoever filled it).
+    probabilities: [CachedProbability; PROBABILITY_ENTRIES],
     /// uid of the thread that owns the table now (what `pending` figures belong to).
     owner: u64,
     /// Allocated since start per (stack id, thread uid), except what is still pending in the
@@ -68,11 +97,11 @@ pub(crate) struct ThreadTotals {
 }
 
 /// A table as threads, the registry and snapshots hold it.
-pub(crate) type TableRef = &'static Mutex<ThreadTotals>;
+pub(crate) type TableRef = &'static FutexMutex<ThreadTotals>;
 
-// The thread state holds a `&'static Mutex<ThreadTotals>` (see `TableOf`).
+// The thread state holds a `&'static FutexMutex<ThreadTotals>` (see `TableOf`).
 impl TableOf for Tables {
-    type Table = Mutex<ThreadTotals>;
+    type Table = FutexMutex<ThreadTotals>;
 }
 
 /// Why a sample could not be charged.
@@ -85,6 +114,7 @@ impl ThreadTotals {
     fn new(owner: u64) -> ThreadTotals {
         ThreadTotals {
             cache: [EMPTY; CACHE_ENTRIES],
+            probabilities: [NO_PROBABILITY; PROBABILITY_ENTRIES],
             owner,
             accum: Map::default(),
             samples_taken: 0,
@@ -110,6 +140,29 @@ impl ThreadTotals {
             self.flush(slot);
         }
         self.owner = owner;
+    }
+
+    /// [`live_samples::sample_probability`]`(requested, period)`, from the cache when this size
+    /// and period were asked for lately, to the last bit the same.
+    ///
+    /// Computing it calls libm's `expm1` (about 50 instructions); a hit costs a multiply, a load
+    /// and two compares. Sizes repeat (a program's strings, nodes and buffers come in a few
+    /// sizes), except for large buffers of varied size, which the sampler picks most often where
+    /// they are common: those miss and cost a few instructions more than before.
+    #[inline]
+    pub(crate) fn sample_probability(&mut self, requested: usize, period: u64) -> f64 {
+        // The top bits of a Fibonacci hash: sizes that differ in any bit spread over the slots.
+        let slot = ((requested as u64).wrapping_mul(MIX)
+            >> (64 - PROBABILITY_ENTRIES.trailing_zeros())) as usize;
+        let entry = &mut self.probabilities[slot % PROBABILITY_ENTRIES];
+        if entry.requested != requested || entry.period != period {
+            *entry = CachedProbability {
+                requested,
+                period,
+                probability: live_samples::sample_probability(requested, period),
+            };
+        }
+        entry.probability
     }
 
     /// Finds `frames` in the cache, or else asks `intern` for its id and interned frames (the
@@ -155,7 +208,7 @@ impl ThreadTotals {
 
     /// Bytes this table holds.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        std::mem::size_of::<Mutex<ThreadTotals>>()
+        std::mem::size_of::<FutexMutex<ThreadTotals>>()
             + self.accum.capacity() * (std::mem::size_of::<((u32, u64), Estimate)>() + 1)
     }
 }
@@ -219,13 +272,21 @@ pub(crate) fn create_exit_key() {
 
 /// This thread's table, locked: taken over from an exited thread or made, at the thread's first
 /// sample. Call inside the re-entrancy guard (it may allocate).
-pub(crate) fn this_thread() -> MutexGuard<'static, ThreadTotals> {
-    if let Some(table) = thread::with_thread(|t| t.table.get()).flatten() {
-        return lock(table);
+#[inline]
+pub(crate) fn this_thread() -> FutexGuard<'static, ThreadTotals> {
+    match thread::with_thread(|t| t.table.get()).flatten() {
+        Some(table) => table.lock(),
+        None => claim_for_this_thread(),
     }
+}
+
+/// [`this_thread`] at the thread's first sample (out of line: once per thread).
+#[cold]
+#[inline(never)]
+fn claim_for_this_thread() -> FutexGuard<'static, ThreadTotals> {
     let uid = thread::uid();
     let table: TableRef = claim(&REGISTRY, uid, || {
-        &*Box::leak(Box::new(Mutex::new(ThreadTotals::new(uid))))
+        &*Box::leak(Box::new(FutexMutex::new(ThreadTotals::new(uid))))
     });
     // Hand the table back at thread exit. Without the key (creation failed), the table just
     // stays with this thread's uid and is never reused.
@@ -233,7 +294,7 @@ pub(crate) fn this_thread() -> MutexGuard<'static, ThreadTotals> {
     // The thread-local is `const` without a destructor, so this never fails on Linux; if it did,
     // every sample of the thread would take a table of its own from the registry.
     thread::with_thread(|t| t.table.set(Some(table)));
-    lock(table)
+    table.lock()
 }
 
 /// The key's destructor, run by glibc at thread exit: the thread stops using its table (a later
@@ -243,8 +304,8 @@ extern "C" fn thread_exit(value: *mut c_void) {
     let _guard = Guard::enter();
     thread::with_thread(|t| t.table.set(None));
     if let Some(table) = NonNull::new(value) {
-        // SAFETY: the key's only values are `&'static Mutex<ThreadTotals>` (`this_thread`).
-        let table: TableRef = unsafe { table.cast::<Mutex<ThreadTotals>>().as_ref() };
+        // SAFETY: the key's only values are `&'static FutexMutex<ThreadTotals>` (`this_thread`).
+        let table: TableRef = unsafe { table.cast::<FutexMutex<ThreadTotals>>().as_ref() };
         hand_back(&REGISTRY, table);
     }
 }
@@ -252,6 +313,7 @@ extern "C" fn thread_exit(value: *mut c_void) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::sync::lock;
 
     fn estimate(objects: f64) -> Estimate {
         Estimate {
@@ -311,6 +373,39 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_probability_is_the_computed_one_to_the_last_bit() {
+        let mut table = ThreadTotals::new(1);
+        // The unfilled entries hold the truth for their key.
+        let empty = NO_PROBABILITY;
+        assert_eq!(
+            empty.probability.to_bits(),
+            live_samples::sample_probability(empty.requested, empty.period).to_bits()
+        );
+        let periods = [1u64, 4096, 65_536, 524_288, 1 << 40];
+        // More sizes than entries, each asked for twice in a row and again after the others
+        // evicted it, at periods that change between asks.
+        let sizes: Vec<usize> = (0..200)
+            .map(|i| 1 + i * 37)
+            .chain([1 << 20, 1 << 34])
+            .collect();
+        for round in 0..3 {
+            for &period in &periods {
+                for &requested in &sizes {
+                    let want = live_samples::sample_probability(requested, period).to_bits();
+                    for _ in 0..2 {
+                        let got = table.sample_probability(requested, period).to_bits();
+                        assert_eq!(got, want, "{requested} {period} round {round}");
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            table.sample_probability(0, 0).to_bits(),
+            live_samples::sample_probability(0, 0).to_bits()
+        );
+    }
+
+    #[test]
     fn a_stack_with_an_equal_hash_but_other_frames_is_not_a_cache_hit() {
         let mut table = ThreadTotals::new(1);
         assert!(charge(&mut table, A, HASH_A, Some(1), 1.0).is_ok());
@@ -336,10 +431,11 @@ mod tests {
     #[test]
     fn a_handed_back_table_goes_to_the_next_new_thread_with_its_figures() {
         let registry: Mutex<Registry<TableRef>> = Mutex::new(Registry::new());
-        let make =
-            |uid| move || -> TableRef { Box::leak(Box::new(Mutex::new(ThreadTotals::new(uid)))) };
+        let make = |uid| {
+            move || -> TableRef { Box::leak(Box::new(FutexMutex::new(ThreadTotals::new(uid)))) }
+        };
         let first = claim(&registry, 1, make(1));
-        assert!(charge(&mut lock(first), A, HASH_A, Some(1), 3.0).is_ok());
+        assert!(charge(&mut first.lock(), A, HASH_A, Some(1), 3.0).is_ok());
         let second = claim(&registry, 2, make(2));
         assert!(
             !std::ptr::eq(first, second),
@@ -348,8 +444,8 @@ mod tests {
         hand_back(&registry, first);
         let third = claim(&registry, 3, make(3));
         assert!(std::ptr::eq(first, third));
-        assert!(charge(&mut lock(third), A, HASH_A, Some(1), 5.0).is_ok());
-        assert_eq!(totals(&lock(third)), vec![(1, 1, 3.0), (1, 3, 5.0)]);
+        assert!(charge(&mut third.lock(), A, HASH_A, Some(1), 5.0).is_ok());
+        assert_eq!(totals(&third.lock()), vec![(1, 1, 3.0), (1, 3, 5.0)]);
         assert_eq!(lock(&registry).all.len(), 2);
     }
 }

@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use jeprof_dumpfmt::allocator::{AllocatorFigures, JemallocFigures};
 
-use crate::base::sync::lock;
 use crate::base::thread::Guard;
 use crate::parts::{live_samples, sampled_arena};
 
@@ -152,7 +151,7 @@ fn sampled_arena_allocated() -> Option<u64> {
 fn live_usable() -> u64 {
     live_samples::LIVE
         .iter()
-        .map(|shard| lock(shard).samples().map(|s| s.usable as u64).sum::<u64>())
+        .map(|shard| shard.lock().samples().map(|s| s.usable as u64).sum::<u64>())
         .sum()
 }
 

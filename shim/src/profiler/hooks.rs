@@ -15,7 +15,7 @@ use super::peak::{LiveByStack, PeakSnapshot, LIVE_BY_STACK, PEAK};
 use super::report;
 use crate::base::loader;
 use crate::base::settings;
-use crate::base::sync::lock;
+use crate::base::sync::{lock, FutexGuard};
 use crate::base::thread::Guard;
 use crate::parts::live_samples::{LiveShard, LIVE, SHARDS};
 use crate::parts::sampled_arena;
@@ -65,10 +65,10 @@ struct ForkHeld {
     _peak: MutexGuard<'static, Option<PeakSnapshot>>,
     _history: MutexGuard<'static, History>,
     _registry: MutexGuard<'static, Registry<TableRef>>,
-    _tables: Vec<MutexGuard<'static, ThreadTotals>>,
+    _tables: Vec<FutexGuard<'static, ThreadTotals>>,
     _stacks: MutexGuard<'static, Option<StackTable>>,
-    _live: [Option<MutexGuard<'static, LiveShard>>; SHARDS],
-    _live_by_stack: MutexGuard<'static, LiveByStack>,
+    _live: [Option<FutexGuard<'static, LiveShard>>; SHARDS],
+    _live_by_stack: FutexGuard<'static, LiveByStack>,
 }
 
 struct ForkSlot(UnsafeCell<Option<ForkHeld>>);
@@ -115,15 +115,15 @@ extern "C" fn fork_prepare() {
         // The list of guards is the one allocation here: keep it out of the profile.
         let _guard = Guard::enter();
         let mut tables = Vec::with_capacity(registry.all.len());
-        tables.extend(registry.all.iter().map(|table| lock(table)));
+        tables.extend(registry.all.iter().map(|table| table.lock()));
         tables
     };
     let stacks = lock(&STACKS);
-    let mut live: [Option<MutexGuard<'static, LiveShard>>; SHARDS] = [const { None }; SHARDS];
+    let mut live: [Option<FutexGuard<'static, LiveShard>>; SHARDS] = [const { None }; SHARDS];
     for (slot, shard) in live.iter_mut().zip(LIVE.iter()) {
-        *slot = Some(lock(shard));
+        *slot = Some(shard.lock());
     }
-    let live_by_stack = lock(&LIVE_BY_STACK);
+    let live_by_stack = LIVE_BY_STACK.lock();
     let held = ForkHeld {
         _writing: writing,
         _symbolize: symbolize,

@@ -43,7 +43,7 @@ pub(crate) fn snapshot_of(
     let period = settings::sample_rate();
     let mut live: Vec<LiveSample> = Vec::new();
     for shard in live_samples::LIVE.iter() {
-        let shard = lock(shard);
+        let shard = shard.lock();
         live.reserve(shard.len());
         live.extend(
             shard
@@ -75,7 +75,7 @@ pub(crate) fn snapshot_of(
         thread_tables()
     };
     for thread_table in tables {
-        let thread_table = lock(thread_table);
+        let thread_table = thread_table.lock();
         for (id, thread, accum) in thread_table.figures() {
             let Some(stack) = stacks.get_mut(id as usize) else {
                 continue;
@@ -189,7 +189,7 @@ pub(crate) fn allocator_text() -> String {
     let figures = super::allocator::figures(stats().metadata_bytes);
     let mut inuse = Estimate::default();
     for shard in live_samples::LIVE.iter() {
-        for sample in lock(shard).samples() {
+        for sample in shard.lock().samples() {
             inuse.add(&sample.estimate());
         }
     }
@@ -220,7 +220,7 @@ pub(crate) fn stats() -> Stats {
     let mut live_samples = 0u64;
     let mut metadata = 0usize;
     for shard in live_samples::LIVE.iter() {
-        let shard = lock(shard);
+        let shard = shard.lock();
         live_samples += shard.len() as u64;
         metadata += shard.heap_bytes();
     }
@@ -229,7 +229,7 @@ pub(crate) fn stats() -> Stats {
     let tables = thread_tables();
     let thread_tables = tables.len() as u64;
     for thread_table in tables {
-        let thread_table = lock(thread_table);
+        let thread_table = thread_table.lock();
         samples_taken += thread_table.samples_taken;
         metadata += thread_table.metadata_bytes();
     }
@@ -248,7 +248,7 @@ pub(crate) fn stats() -> Stats {
         None => (0, 0),
     };
     // The per-stack sums the snapshots are copied from belong to the tracker too.
-    let peak_tracker_bytes = peak_tracker_bytes + lock(&peak::LIVE_BY_STACK).heap_bytes();
+    let peak_tracker_bytes = peak_tracker_bytes + peak::LIVE_BY_STACK.lock().heap_bytes();
     metadata += peak_tracker_bytes;
     metadata += windows::heap_bytes();
     let (leak_history_bytes, leak_snapshots) = {

@@ -9,7 +9,6 @@ use jeprof_dumpfmt::Estimate;
 use tikv_jemalloc_sys as jem;
 
 use crate::base::settings;
-use crate::base::sync::lock;
 use crate::base::thread::{self, Guard};
 use crate::parts::capture::{self, MAX_FRAMES_LIMIT};
 use crate::parts::live_samples::{self, LiveSample};
@@ -99,21 +98,23 @@ unsafe fn allocate_and_record(
     let usable = unsafe { jem::nallocx(size, sampled_arena::align_flags(size, layout.align())) };
     // SAFETY: ptr was just returned by mallocx.
     debug_assert_eq!(usable, unsafe { jem::sallocx(ptr.cast(), 0) });
+    let hash = stacks::stack_hash(frames);
+    let max_stacks = settings::max_stacks();
+    // The thread's table, locked from here to the charge: it also caches the probabilities.
+    let mut table = thread_totals::this_thread();
     let mut record = LiveSample {
         usable,
         stack: 0,
-        probability: live_samples::sample_probability(size, period),
+        probability: table.sample_probability(size, period),
         thread: thread::uid(),
         scope: thread::scope(),
     };
     // From the probability the record keeps, so that its free recomputes exactly this.
     let estimate = record.estimate();
-
-    let hash = stacks::stack_hash(frames);
-    let max_stacks = settings::max_stacks();
-    let charged = thread_totals::this_thread().charge(frames, hash, &estimate, || {
+    let charged = table.charge(frames, hash, &estimate, || {
         stacks::intern(frames, hash, max_stacks)
     });
+    drop(table);
     let stack_id = match charged {
         Ok(id) => id,
         Err(ChargeError::TableFull) => {
@@ -128,7 +129,9 @@ unsafe fn allocate_and_record(
         scopes::charge(record.scope, &estimate);
     }
     record.stack = stack_id;
-    lock(live_samples::shard_of(ptr as usize)).insert(ptr as usize, record);
+    live_samples::shard_of(ptr as usize)
+        .lock()
+        .insert(ptr as usize, record);
     let bytes = weight_bytes(&estimate);
     // After the insert, so that a peak snapshot this sample triggers holds it.
     peak::on_sample(stack_id, &estimate, bytes);
@@ -163,7 +166,9 @@ pub(crate) unsafe fn free_sampled(ptr: *mut u8, layout: Layout) {
 
 /// Removes the live sample at `ptr` from the profile (and from the open windows).
 fn forget_sampled(ptr: *mut u8) {
-    let removed = lock(live_samples::shard_of(ptr as usize)).remove(ptr as usize);
+    let removed = live_samples::shard_of(ptr as usize)
+        .lock()
+        .remove(ptr as usize);
     if let Some(record) = removed {
         let estimate = record.estimate();
         let bytes = weight_bytes(&estimate);

@@ -19,7 +19,6 @@ use jeprof_dumpfmt::Estimate;
 
 use super::report;
 use crate::base::settings;
-use crate::base::sync::lock;
 use crate::base::thread::{self, Guard};
 use crate::parts::{live_samples, scopes};
 
@@ -75,7 +74,7 @@ pub(crate) fn all_scopes() -> Vec<ScopeStats> {
     let labels = scopes::all();
     let mut live = vec![(Estimate::default(), 0u64); scopes::MAX_SCOPES];
     for shard in live_samples::LIVE.iter() {
-        let shard = lock(shard);
+        let shard = shard.lock();
         for sample in shard.samples() {
             let (total, n) = &mut live[sample.scope as usize];
             total.add(&sample.estimate());
