@@ -9,7 +9,8 @@
 //! forever the first time it takes it: at its first sample's unwind, or its first dump's build
 //! ids. (Seen in `stress_fork` under gdb: the child in `__lll_lock_wait` inside
 //! `dl_iterate_phdr`.) Holding the read side costs one uncontended atomic pair per walk; walks
-//! happen at dumps and at the `.eh_frame` unwinder's rule-cache misses, never per sample.
+//! happen at dumps, at the `.eh_frame` unwinder's captures that miss its rule cache, and at one
+//! capture in 64 (its check that no object was unloaded), never on the allocation fast path.
 
 use std::ffi::{c_int, c_void};
 use std::sync::RwLock;
