@@ -97,13 +97,13 @@ mod tests {
     #[test]
     fn pie_address_becomes_module_offset() {
         let maps = parse_maps(
-            "5594f49a6000-5594f49af000 r--p 00000000 fe:00 10043485   /work/real2\n\
-             5594f49af000-5594f4a67000 r-xp 00009000 fe:00 10043485   /work/real2\n\
+            "5594f49a6000-5594f49af000 r--p 00000000 fe:00 10043485   /srv/app/real2\n\
+             5594f49af000-5594f4a67000 r-xp 00009000 fe:00 10043485   /srv/app/real2\n\
              7f00-8f00 rw-p 00000000 00:00 0\n",
         );
         assert_eq!(maps.len(), 3);
         let m = find(&maps, 0x5594f4a54a80).expect("inside the text mapping");
-        assert_eq!(m.path, "/work/real2");
+        assert_eq!(m.path, "/srv/app/real2");
         assert_eq!(
             m.file_offset(0x5594f4a54a80),
             0x5594f4a54a80 - 0x5594f49af000 + 0x9000
