@@ -4,8 +4,8 @@
 //! - [`sampler`]: the per-thread byte countdown and its draw (the fast path);
 //! - [`build_ids`]: the GNU build ids of the loaded objects, for pprof's mappings;
 //! - [`capture`]: stack capture (frame pointers, the `.eh_frame` tables read with gimli — its
-//!   child module `capture/eh_frame_unwind.rs` — and libgcc), and which of them `unwinder:auto`
-//!   picks;
+//!   child folder `capture/eh_frame_unwind/`: lookup, cache, walk, one file per architecture —
+//!   and libgcc), and which of them `unwinder:auto` picks;
 //! - [`sampled_arena`]: the jemalloc arena sampled objects live in, and the range `dealloc` checks;
 //! - [`stacks`]: the interned stacks;
 //! - [`live_samples`]: the sampled objects still live, by address;
