@@ -24,10 +24,9 @@ fn sites_in(profile: &jeprof_dumpfmt::Profile) -> Vec<&'static str> {
         .collect()
 }
 
-#[test]
-fn fork_and_exec_children_write_their_own_dumps() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("forks");
+/// `programs/forks.c` built as `dir/forks`.
+fn compile_forks(dir: &std::path::Path) -> std::path::PathBuf {
+    let program = dir.join("forks");
     let mut flags = common::PROGRAM_FLAGS.to_vec();
     flags.push("-pthread");
     common::compile(
@@ -36,6 +35,13 @@ fn fork_and_exec_children_write_their_own_dumps() {
         &flags,
         &program,
     );
+    program
+}
+
+#[test]
+fn fork_and_exec_children_write_their_own_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = compile_forks(dir.path());
 
     let pattern = dir.path().join("heap.%p.prof");
     let output = run_ok(preloaded(
@@ -72,15 +78,7 @@ fn fork_and_exec_children_write_their_own_dumps() {
     // The exec'd image started afresh.
     assert_eq!(sites_in(&dump_of("exec")), ["exec_child_site"]);
     // Exactly these three processes dumped (the pattern gave each its own file).
-    let dumps = std::fs::read_dir(dir.path())
-        .unwrap()
-        .filter(|e| {
-            let name = e.as_ref().unwrap().file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("heap.") && name.ends_with(".prof")
-        })
-        .count();
-    assert_eq!(dumps, 3);
+    assert_eq!(dumps_in(dir.path()), 3);
 }
 
 /// The dumps (`heap.<pid>.prof`) in `dir`.
@@ -101,15 +99,7 @@ fn dumps_in(dir: &std::path::Path) -> usize {
 #[test]
 fn a_program_that_program_does_not_name_leaves_no_dumps_nor_do_its_children() {
     let dir = tempfile::tempdir().unwrap();
-    let named = dir.path().join("forks");
-    let mut flags = common::PROGRAM_FLAGS.to_vec();
-    flags.push("-pthread");
-    common::compile(
-        &jeprof_conformance::target_c_compiler(),
-        &[common::program_source("forks.c")],
-        &flags,
-        &named,
-    );
+    let named = compile_forks(dir.path());
     let wrapper = dir.path().join("wrapper");
     std::fs::copy(&named, &wrapper).unwrap();
     let out = tempfile::tempdir().unwrap();
