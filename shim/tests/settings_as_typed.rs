@@ -91,6 +91,8 @@ fn a_program_that_program_does_not_name_passes_through_with_no_samples_threads_o
         ),
     );
     succeeded(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("invalid configuration"), "{stderr}");
     assert_eq!(files_in(dir.path()), Vec::<String>::new());
 }
 

@@ -41,19 +41,25 @@ pub(crate) static SETTINGS: &[Setting] = &[
     Setting {
         key: "sample_rate",
         default: "`524288`",
-        doc: "Mean sampling period R in bytes (a size: `512k` is the default). `0` turns sampling off.",
+        doc: "Mean sampling period R in bytes (a size: `512k` is the default). `0` turns sampling \
+            off.",
         apply: |v| values::size(v).map(set_sample_rate),
     },
     Setting {
         key: "active",
         default: "`true`",
-        doc: "`false` stops sampling without changing R; live samples stay recorded and are still removed when freed.",
+        doc: "`false` stops sampling without changing R; live samples stay recorded and are still \
+            removed when freed.",
         apply: |v| values::boolean(v).map(set_active),
     },
     Setting {
         key: "seed",
         default: "none",
-        doc: "Makes sampling deterministic: thread *k* (in the order threads first reach the sampler) draws from a generator seeded with the seed and *k*, and the profiler's own allocations do not consume the countdown, so a deterministic program samples the same allocations on every run. Without it, generators start from address and clock entropy.",
+        doc: "Makes sampling deterministic: thread *k* (in the order threads first reach the \
+            sampler) draws from a generator seeded with the seed and *k*, and the profiler's own \
+            allocations do not consume the countdown, so a deterministic program samples the same \
+            allocations on every run. Without it, generators start from address and clock \
+            entropy.",
         apply: |v| values::count_in(v, 0, u64::MAX).map(|s| reseed(Some(s))),
     },
     Setting {
@@ -75,7 +81,11 @@ pub(crate) static SETTINGS: &[Setting] = &[
     Setting {
         key: "dump_on_exit",
         default: "none",
-        doc: "Dump to this path from an `atexit` handler, only in the process that read the setting (a forked child does not overwrite its parent's dump) unless the path has `%p`: then a forked child dumps to a file of its own. The path must name a file, not a directory, in a directory that exists and can be written when the setting is read; empty: none.",
+        doc: "Dump to this path from an `atexit` handler, only in the process that read the \
+            setting (a forked child does not overwrite its parent's dump) unless the path has \
+            `%p`: then a forked child dumps to a file of its own. The path must name a file, not \
+            a directory, in a directory that exists and can be written when the setting is read; \
+            empty: none.",
         apply: |v| values::dump_path(v).map(|p| *lock(&settings::DUMP_ON_EXIT) = p),
     },
     Setting {
@@ -97,13 +107,20 @@ pub(crate) static SETTINGS: &[Setting] = &[
     Setting {
         key: "arena_size",
         default: "64 GiB",
-        doc: "Address space reserved for the sampled arena (no memory is committed until used; a size such as `4G`): rounded up to a power of two, from 4 MiB to 32 TiB. Only before the first sample. Where the default cannot be reserved (under valgrind or `ulimit -v`, for instance) the largest power of two down to 4 MiB that can is taken, and one line on stderr says what was reserved. A size set here is taken as asked or not at all: if it cannot be reserved, one line on stderr says so and every sample is dropped and counted (`stats().dropped.arena_unavailable`).",
+        doc: "Address space reserved for the sampled arena (no memory is committed until used; a \
+            size such as `4G`): rounded up to a power of two, from 4 MiB to 32 TiB. Only before \
+            the first sample. Where the default cannot be reserved (under valgrind or `ulimit \
+            -v`, for instance) the largest power of two down to 4 MiB that can is taken, and one \
+            line on stderr says what was reserved. A size set here is taken as asked or not at \
+            all: if it cannot be reserved, one line on stderr says so and every sample is dropped \
+            and counted (`stats().dropped.arena_unavailable`).",
         apply: |v| values::size(v).and_then(set_arena_size),
     },
     Setting {
         key: "max_stacks",
         default: "`65536`",
-        doc: "Cap on distinct stacks (1 to 4294967294); a sample with a new stack beyond it is dropped and counted.",
+        doc: "Cap on distinct stacks (1 to 4294967294); a sample with a new stack beyond it is \
+            dropped and counted.",
         // Stack ids are 32-bit, two values kept back.
         apply: |v| {
             let n = values::count_in(v, 1, u64::from(u32::MAX) - 1)?;
@@ -114,49 +131,68 @@ pub(crate) static SETTINGS: &[Setting] = &[
     Setting {
         key: "dump_prefix",
         default: "`jeprof`",
-        doc: "Path prefix of sequenced dumps, which are named as jemalloc names them: `<prefix>.<pid>.<seq>.i<n>.heap` (interval), `.u<n>.heap` (peak), `.m<n>.heap` (manual, `dump_next()`), `.f.heap` (final); `seq` counts every sequenced dump of the process from 0, `<n>` those of the kind. A prefix ending in `%p` already ends with the pid, which is not added again (`app.%p` gives `app.<pid>.<seq>.i<n>.heap`). The directory must exist and be writable when the setting is read; empty: the default.",
+        doc: "Path prefix of sequenced dumps, which are named as jemalloc names them: \
+            `<prefix>.<pid>.<seq>.i<n>.heap` (interval), `.u<n>.heap` (peak), `.m<n>.heap` \
+            (manual, `dump_next()`), `.f.heap` (final); `seq` counts every sequenced dump of the \
+            process from 0, `<n>` those of the kind. A prefix ending in `%p` already ends with \
+            the pid, which is not added again (`app.%p` gives `app.<pid>.<seq>.i<n>.heap`). The \
+            directory must exist and be writable when the setting is read; empty: the default.",
         apply: |v| values::dump_path(v).map(|p| *lock(&settings::DUMP_PREFIX) = p),
     },
     Setting {
         key: "dump_interval",
         default: "`0` (none)",
-        doc: "A dump each time this many bytes (a size: `1G`) have been allocated, process-wide, counted as the sum of the samples' estimates (so the count costs nothing between samples). Written by a background thread; crossings while it writes are merged into one dump.",
+        doc: "A dump each time this many bytes (a size: `1G`) have been allocated, process-wide, \
+            counted as the sum of the samples' estimates (so the count costs nothing between \
+            samples). Written by a background thread; crossings while it writes are merged into \
+            one dump.",
         apply: |v| values::size(v).map(settings::set_dump_interval),
     },
     Setting {
         key: "dump_peak",
         default: "`0` (none)",
-        doc: "A factor above 1: a dump of the peak heap (`peak_snapshot()`) whenever the estimated live bytes exceed the last dumped peak by this factor (the first at the first sample). Background thread, as above. Fires at the peak tracker's snapshots, so a factor below `peak_growth` behaves as `peak_growth`.",
+        doc: "A factor above 1: a dump of the peak heap (`peak_snapshot()`) whenever the \
+            estimated live bytes exceed the last dumped peak by this factor (the first at the \
+            first sample). Background thread, as above. Fires at the peak tracker's snapshots, so \
+            a factor below `peak_growth` behaves as `peak_growth`.",
         apply: |v| values::factor(v, true).map(settings::set_dump_peak),
     },
     Setting {
         key: "peak_growth",
         default: "`1.1`",
-        doc: "The peak tracker's growth factor (above 1): it re-snapshots when the estimated live bytes exceed its last snapshot's by this factor (tcmalloc's rule).",
+        doc: "The peak tracker's growth factor (above 1): it re-snapshots when the estimated live \
+            bytes exceed its last snapshot's by this factor (tcmalloc's rule).",
         apply: |v| values::factor(v, false).map(settings::set_peak_growth),
     },
     Setting {
         key: "max_dumps",
         default: "`0` (all)",
-        doc: "Keep at most this many sequenced dumps: beyond it the oldest this process wrote is removed (never another process's file, not even its parent's).",
+        doc: "Keep at most this many sequenced dumps: beyond it the oldest this process wrote is \
+            removed (never another process's file, not even its parent's).",
         apply: |v| values::count_in(v, 0, u64::MAX).map(settings::set_max_dumps),
     },
     Setting {
         key: "dump_final",
         default: "`false`",
-        doc: "Write a final sequenced dump (`.f.heap`) from the `atexit` handler, as jemalloc's `prof_final` does; only in the process that read the setting.",
+        doc: "Write a final sequenced dump (`.f.heap`) from the `atexit` handler, as jemalloc's \
+            `prof_final` does; only in the process that read the setting.",
         apply: |v| values::boolean(v).map(settings::set_dump_final),
     },
     Setting {
         key: "leak_interval",
         default: "`60`",
-        doc: "Seconds (fractions allowed, 0.001 to 86400) between the leak history's snapshots of the per-stack live sums, which `leak_suspects()` and `/debug/pprof/leaks` test ([Leak suspects](#leak-suspects-in-the-running-process)); `0`: no history. Recorded by a thread of its own, started before `main`.",
+        doc: "Seconds (fractions allowed, 0.001 to 86400) between the leak history's snapshots of \
+            the per-stack live sums, which `leak_suspects()` and `/debug/pprof/leaks` test ([Leak \
+            suspects](#leak-suspects-in-the-running-process)); `0`: no history. Recorded by a \
+            thread of its own, started before `main`.",
         apply: |v| values::interval(v).map(settings::set_leak_interval),
     },
     Setting {
         key: "leak_history",
         default: "`64`",
-        doc: "Snapshots the leak history keeps (3 to 4096; the oldest is dropped): the default keeps an hour. At most `leak_history × (2048 × 20 + 48)` bytes, 2.6 MB at the default.",
+        doc: "Snapshots the leak history keeps (3 to 4096; the oldest is dropped): the default \
+            keeps an hour. At most `leak_history × (2048 × 20 + 48)` bytes, 2.6 MB at the \
+            default.",
         apply: |v| {
             let n = values::count_in(v, 3, settings::MAX_LEAK_HISTORY as u64)?;
             settings::set_leak_history(n as usize);
@@ -166,19 +202,28 @@ pub(crate) static SETTINGS: &[Setting] = &[
     Setting {
         key: "service",
         default: "none",
-        doc: "A name for this service, put as the `service` label on every pprof profile (also `set_service(name)`). At most 256 printable characters; empty: none.",
+        doc: "A name for this service, put as the `service` label on every pprof profile (also \
+            `set_service(name)`). At most 256 printable characters; empty: none.",
         apply: |v| values::service_name(v).map(|n| *lock(&settings::SERVICE) = n),
     },
     Setting {
         key: "http",
         default: "none",
-        doc: "With the `http` feature: serve the endpoints on this `host:port`, an IP address or a host name resolved when the listener starts (`127.0.0.1:6060`, `localhost:6060`), from a listener started before `main` (or by `configure`). A listener that cannot start (the port in use) is said on stderr and in `stats().http_listener`; the program runs on. Refused, with a reason, in a build without the feature; empty: none.",
+        doc: "With the `http` feature: serve the endpoints on this `host:port`, an IP address or \
+            a host name resolved when the listener starts (`127.0.0.1:6060`, `localhost:6060`), \
+            from a listener started before `main` (or by `configure`). A listener that cannot \
+            start (the port in use) is said on stderr and in `stats().http_listener`; the program \
+            runs on. Refused, with a reason, in a build without the feature; empty: none.",
         apply: |v| values::http_address(v).map(|a| *lock(&settings::HTTP_ADDR) = a),
     },
     Setting {
         key: "otlp_push",
         default: "none",
-        doc: "With the `otlp` feature: send the profile as OpenTelemetry profiles to this OTLP/HTTP base URL (`http://host:port[/prefix]`; the path `/v1development/profiles` is added) every `otlp_interval`, from a thread started before `main` (or by `configure`) ([OTLP push](#otlp-push)). Plain HTTP only; refused, with a reason, for `https` and in a build without the feature; empty: none (a running pusher stops).",
+        doc: "With the `otlp` feature: send the profile as OpenTelemetry profiles to this \
+            OTLP/HTTP base URL (`http://host:port[/prefix]`; the path `/v1development/profiles` \
+            is added) every `otlp_interval`, from a thread started before `main` (or by \
+            `configure`) ([OTLP push](#otlp-push)). Plain HTTP only; refused, with a reason, for \
+            `https` and in a build without the feature; empty: none (a running pusher stops).",
         apply: |v| values::otlp_url(v).map(|u| *lock(&settings::OTLP_PUSH) = u),
     },
     Setting {
@@ -190,13 +235,20 @@ pub(crate) static SETTINGS: &[Setting] = &[
                 settings::set_otlp_interval(s);
                 Ok(())
             }
-            _ => Err(format!("must be from {} to 86400 seconds", values::MIN_OTLP_INTERVAL)),
+            _ => Err(format!(
+                "must be from {} to 86400 seconds",
+                values::MIN_OTLP_INTERVAL
+            )),
         },
     },
     Setting {
         key: "program",
         default: "all",
-        doc: "Profile only the programs named, separated by `|` (`program:redis-server|redis-cli`): a process whose `argv[0]` and executable (`/proc/self/exe`) both have other names passes through, with no sampling, no threads and no dumps, so wrappers and children started with the same environment leave nothing behind. Empty: all.",
+        doc: "Profile only the programs named, separated by `|` \
+            (`program:redis-server|redis-cli`): a process whose `argv[0]` and executable \
+            (`/proc/self/exe`) both have other names passes through, with no sampling, no threads \
+            and no dumps, so wrappers and children started with the same environment leave \
+            nothing behind. Empty: all.",
         apply: |v| {
             let names = values::program_names(v)?;
             let (started_as, executable) = values::this_program();
@@ -213,8 +265,8 @@ static PASSING_THROUGH: AtomicBool = AtomicBool::new(false);
 
 /// What a process that `program` does not name applies after its settings: every setting that
 /// would sample, start a thread or write a dump, off.
-const PASS_THROUGH: &str =
-    "active:false,dump_interval:0,dump_peak:0,dump_final:false,dump_on_exit:,leak_interval:0,http:,otlp_push:";
+const PASS_THROUGH: &str = "active:false,dump_interval:0,dump_peak:0,dump_final:false,\
+    dump_on_exit:,leak_interval:0,http:,otlp_push:";
 
 /// Whether this process passes through (`program` names other programs).
 pub(crate) fn passing_through() -> bool {
