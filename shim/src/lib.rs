@@ -280,7 +280,8 @@ pub fn stats() -> Stats {
 }
 
 /// Applies settings in the `JEPROF_SHIM` syntax (`key:value,...`) at run time. Every valid pair is
-/// applied; the error lists the others. `arena_size` is refused once the arena exists.
+/// applied; the error lists the others. `arena_size` is refused once the arena exists. Then starts
+/// the threads the settings now ask for (dump writer, leak history, OTLP pusher, HTTP listener).
 pub fn configure(spec: &str) -> Result<(), ConfigError> {
     startup::configure(spec)
 }
