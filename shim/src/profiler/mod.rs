@@ -1,14 +1,17 @@
 //! The top layer below `lib.rs`: the profiler, composed of the parts.
 //!
 //! Its modules import the parts and the bottom layers (`base`, and `api` for the public types), and each other only in this order:
-//! [`allocator`], [`control`], [`peak`] and [`otlp_stats`] (nothing of the profiler) →
-//! [`leak_history`] → [`sampled_path`] → [`report`] → [`scopes`], [`window`], [`auto_dump`] and
+//! [`allocator`], [`setting_values`], [`peak`] and [`otlp_stats`] (nothing of the profiler) →
+//! [`settings_table`] → [`leak_history`] → [`sampled_path`] → [`report`] → [`scopes`], [`window`], [`auto_dump`] and
 //! [`pprof`] → `otlp_push` (feature `otlp`) → [`hooks`] → [`init`].
 //!
 //! - [`allocator`]: the allocator's figures at a dump's moment, and which allocator holds the
 //!   program's heap;
-//! - [`control`]: parsing `JEPROF_SHIM` and [`crate::configure`]'s string, and the setters that
-//!   restart the threads' countdowns;
+//! - [`setting_values`]: the parsers of settings' values as people type them (sizes with units,
+//!   paths checked when read, host names, program names, `%p`);
+//! - [`settings_table`]: the one table of settings (key, default, doc, parser), from which
+//!   `JEPROF_SHIM`'s reader, [`crate::configure`], the unknown-key error and the manual's table
+//!   are made; the setters that restart the threads' countdowns;
 //! - [`peak`]: the peak tracker (the live samples at the highest live bytes);
 //! - [`leak_history`]: the ring of per-stack live sums over time, and the leak test over it;
 //! - [`sampled_path`]: capture, allocate from the sampled arena, record; frees of sampled objects;
@@ -24,7 +27,6 @@
 
 pub(crate) mod allocator;
 pub(crate) mod auto_dump;
-pub(crate) mod control;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod leak_history;
@@ -36,4 +38,6 @@ pub(crate) mod pprof;
 pub(crate) mod report;
 pub(crate) mod sampled_path;
 pub(crate) mod scopes;
+pub(crate) mod setting_values;
+pub(crate) mod settings_table;
 pub(crate) mod window;

@@ -110,7 +110,7 @@ mod tests {
         let mut profile = Profile::new(4096);
         profile.annotations = vec![("shim_live_samples".into(), "0".into())];
         let started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        *lock(&settings::SERVICE) = Some("checkout".into());
+        crate::profiler::settings_table::apply_one("service", "checkout").unwrap();
         let pb = encode(
             &profile,
             &PprofOptions {
@@ -120,7 +120,7 @@ mod tests {
                 comments: vec!["window".into()],
             },
         );
-        *lock(&settings::SERVICE) = None;
+        crate::profiler::settings_table::apply_one("service", "").unwrap();
         let s = |i: i64| pb.string_table[i as usize].as_str();
         assert_eq!(pb.period, 4096);
         assert_eq!(s(pb.period_type.as_ref().unwrap().r#type), "space");

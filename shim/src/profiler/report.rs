@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Mutex;
 
 use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, ThreadCounts};
 
@@ -9,6 +10,7 @@ use super::leak_history;
 use super::otlp_stats;
 use super::peak::{self, PEAK};
 use super::sampled_path::dropped;
+use crate::api::report::ListenerState;
 use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
@@ -278,7 +280,20 @@ pub(crate) fn stats() -> Stats {
         leak_history_bytes: leak_history_bytes as u64,
         leak_snapshots,
         otlp: otlp_stats::read(),
+        http_listener: listener_state(),
     }
+}
+
+/// The `http` setting's listener: the address it was asked for (so that the same address is not
+/// bound twice) and how its start went. Written by the listener's start, read by [`stats`]; both
+/// lock it only while holding `settings::HTTP_ADDR`, which the fork handlers hold, so a child
+/// never inherits it locked.
+pub(crate) static HTTP_LISTENER: Mutex<(Option<String>, ListenerState)> =
+    Mutex::new((None, ListenerState::NotAsked));
+
+fn listener_state() -> ListenerState {
+    let _http_addr = lock(&settings::HTTP_ADDR);
+    lock(&HTTP_LISTENER).1
 }
 
 /// Writes the current profile in heap_v2 format to `out`.
