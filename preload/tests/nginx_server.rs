@@ -7,6 +7,10 @@
 //! as Debian's configuration has them run as an unprivileged user. Without nginx or `ab` the test
 //! says so and passes, except under CI (`CI=true`), where `.ci/run` installs `nginx` and
 //! `apache2-utils`.
+//!
+//! x86_64 only (the host's servers; jeprof-compat is a dev-dependency there alone, so that the
+//! aarch64 cross build does not compile it).
+#![cfg(target_arch = "x86_64")]
 
 mod common;
 mod servers;

@@ -7,6 +7,10 @@
 //! `pgbench`) as the `postgres` user, in a temporary directory that user owns. Without the
 //! programs the test says so and passes, except under CI (`CI=true`), where `.ci/run` installs
 //! `postgresql`.
+//!
+//! x86_64 only (the host's servers; jeprof-compat is a dev-dependency there alone, so that the
+//! aarch64 cross build does not compile it).
+#![cfg(target_arch = "x86_64")]
 
 mod common;
 mod servers;
