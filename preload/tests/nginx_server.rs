@@ -106,7 +106,8 @@ fn nginx_preloaded_answers_ab_without_a_failure_and_every_process_dump_reads() {
     for i in 0..20 {
         std::fs::write(dir.join(format!("www/list/file{i}.txt")), "x").unwrap();
     }
-    let library = servers::library_in(dir);
+    // Loaded by the master before its workers switch users: the build's own copy.
+    let library = common::preload_library();
     let port = jeprof_conformance::free_port();
     std::fs::write(dir.join("nginx.conf"), config(dir, port)).unwrap();
 

@@ -114,7 +114,10 @@ fn postgres_preloaded_runs_pgbench_without_a_failure_and_every_process_dump_read
     let dir = scratch.path();
     let (data, dumps) = (dir.join("data"), dir.join("dumps"));
     std::fs::create_dir(&dumps).unwrap();
-    let library = servers::library_in(dir);
+    let library = match runner.ids {
+        Some(_) => servers::library_in(dir),
+        None => common::preload_library(),
+    };
     for path in [dir, dumps.as_path()] {
         runner.own(path);
     }

@@ -142,8 +142,10 @@ pub fn report_every_dump(dir: &Path) -> DumpsRead {
         let mut text = Vec::new();
         table.write_text(&options, &mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
+        // A process whose heap is empty at exit (nginx's master, run as a plain user) has a
+        // dump of no live bytes, whose text table may be empty.
         assert!(
-            text.starts_with("Total: "),
+            text.starts_with("Total: ") || table.total() == 0.0,
             "{}'s report:\n{text}",
             path.display()
         );
@@ -172,8 +174,8 @@ pub fn cores_in(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// The preload library copied into `dir` (readable by every user: the build's own copy may lie
-/// under a home directory another user cannot enter).
+/// The preload library copied into `dir`, for a program run as another user (the build's own copy
+/// may lie under a home directory that user cannot enter).
 pub fn library_in(dir: &Path) -> PathBuf {
     let copy = dir.join("libjeprof_preload.so");
     std::fs::copy(crate::common::preload_library(), &copy).unwrap();
