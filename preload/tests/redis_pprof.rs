@@ -42,7 +42,7 @@ fn described(pb: &PbProfile) -> (String, String, Option<String>, Option<String>)
     )
 }
 
-/// `go tool pprof -top`'s `File:` line for the profile in file `source`.
+/// `go tool pprof -top`'s `File:` line for the profile at `source` (a file or a URL).
 fn pprof_file_line(go: &Path, source: &str, scratch: &Path) -> String {
     let mut command = Command::new(go);
     command
@@ -117,14 +117,17 @@ fn pprof_of_a_preloaded_server_names_the_program_not_its_first_library() {
         program_build_id.as_ref(),
         "not the program's"
     );
-    // Read from a file: given the URL, pprof asks the listener's /debug/pprof/symbol (which it
-    // does not serve) for the frames nothing named.
+    // From the saved profile, and from the URL (where pprof also posts the frames nothing named
+    // to the listener's /debug/pprof/symbol, and stops if that fails).
     let served = dir.path().join("served.pb.gz");
     std::fs::write(&served, &heap.body).unwrap();
-    assert_eq!(
-        pprof_file_line(&go, served.to_str().unwrap(), dir.path()),
-        "File: redis-server"
-    );
+    let url = format!("http://127.0.0.1:{http_port}/debug/pprof/heap");
+    for source in [served.to_str().unwrap(), &url] {
+        assert_eq!(
+            pprof_file_line(&go, source, dir.path()),
+            "File: redis-server"
+        );
+    }
 
     let mut shutdown = Command::new("redis-cli");
     shutdown.args(["-p", &port.to_string(), "SHUTDOWN", "NOSAVE"]);
