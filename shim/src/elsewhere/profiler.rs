@@ -169,7 +169,7 @@ pub(crate) mod pprof {
 
     /// `profile` as pprof: the header Linux writes, without process labels and build ids.
     pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
-        options.encode(profile, Vec::new(), Vec::new())
+        options.encode(profile, Vec::new(), Vec::new(), None)
     }
 }
 
