@@ -474,6 +474,25 @@ fn page_modules_form_a_stack() {
     check("jeprof-page", "page/src/lib.rs", Some("page/README.md"));
 }
 
+/// The shim's stated rule (`parts/mod.rs`): its parts import no sibling part, but for the one
+/// exception it names.
+#[test]
+fn shim_parts_import_no_other_part_but_the_named_exception() {
+    let mut krate = load(&workspace().join("shim/src/lib.rs"));
+    krate.resolve();
+    let graph = krate.sibling_graph(&vec!["parts".to_string()]);
+    let uses: Vec<(String, String)> = graph
+        .iter()
+        .flat_map(|(a, uses)| uses.keys().map(move |b| (a.clone(), b.clone())))
+        .collect();
+    assert_eq!(
+        uses,
+        vec![("thread_totals".to_string(), "live_samples".to_string())],
+        "parts/mod.rs names one exception to \"parts do not import each other\"; update it \
+         and this test together"
+    );
+}
+
 #[test]
 fn shim_modules_form_a_stack() {
     check("jeprof-shim", "shim/src/lib.rs", Some("shim/README.md"));
