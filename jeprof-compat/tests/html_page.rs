@@ -150,7 +150,14 @@ fn a_series_adds_live_bytes_over_time_with_the_suspect_marked() {
         "{html}"
     );
     assert!(html.contains("suspect: fn_1") && !html.contains("suspect: fn_3"));
-    assert!(html.contains("12 dumps (12 read), by their time labels; 1 leak suspects among 3"));
+    assert!(
+        html.contains("12 dumps (12 read), ordered by their time labels; 1 leak suspects among 3"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Decided by the 12 dumps read from "),
+        "{html}"
+    );
 }
 
 /// A dump whose function names and scope label hold markup.
