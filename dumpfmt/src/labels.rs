@@ -96,13 +96,34 @@ pub(crate) fn parse_line(rest: &str) -> Result<(String, String), &'static str> {
     Ok((key.to_string(), value.to_string()))
 }
 
+/// Whether `line` can come before a dump's first stack: the symbol section (`--- symbol`,
+/// `binary=`, `0x… name`, `---`), `--- heap`, the header and its thread lines, comments, jeprof's
+/// `%` lines, blank lines. Anything else (a stack, the memory map, text that is no dump, a device's
+/// endless bytes) ends the front.
+fn is_front_line(line: &[u8]) -> bool {
+    use crate::syntax::{BINARY, COMMENT, FORMAT, MARKER};
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.iter().all(u8::is_ascii_whitespace)
+        || line.starts_with(b"--- symbol")
+        || line.starts_with(b"--- heap")
+        || line == MARKER.as_bytes()
+        || line.starts_with(BINARY.as_bytes())
+        || line.starts_with(b"0x")
+        || line.starts_with(FORMAT.as_bytes())
+        || line.starts_with(b"heap profile:")
+        || line.starts_with(b"  t")
+        || line.starts_with(&[COMMENT as u8])
+        || line.starts_with(b"%")
+}
+
 /// The longest line [`scan_labels`] reads at once (the reader's limit, 16 MiB).
 pub const SCAN_LINE: u64 = 16 << 20;
 
-/// The labels of a dump, read from its front only: its lines up to the first stack (`@`) or the
-/// memory map, where the writer puts them and the reader requires them. For tools that must know
-/// every dump's process and time before reading any whole (`leaks`, `merge --latest-per-process`):
-/// a few lines per dump, not the dump. Lines that are not well-formed labels are skipped here; the
+/// The labels of a dump, read from its front only: its lines up to the first stack (`@`), where
+/// the writer puts them and the reader requires them ([`is_front_line`] says where the front ends). For tools that must know
+/// every dump's process and time before reading any whole (`report`, `merge` and `export` choosing
+/// each process's latest dump, or counting the dumps of each): a few lines per dump, not the dump. Lines that are not well-formed labels are skipped here; the
 /// full read reports them. Lines are read at most [`SCAN_LINE`] bytes at a time.
 pub fn scan_labels(mut input: impl std::io::BufRead) -> std::io::Result<Vec<(String, String)>> {
     use std::io::{BufRead as _, Read as _};
@@ -113,10 +134,7 @@ pub fn scan_labels(mut input: impl std::io::BufRead) -> std::io::Result<Vec<(Str
         if (&mut input).take(SCAN_LINE).read_until(b'\n', &mut line)? == 0 {
             return Ok(labels);
         }
-        if line.starts_with(b"@")
-            || line.starts_with(b"MAPPED_LIBRARIES")
-            || line.starts_with(b"--- Memory map")
-        {
+        if !is_front_line(&line) {
             return Ok(labels);
         }
         let rest = line.strip_prefix(LINE_PREFIX.as_bytes());

@@ -36,7 +36,7 @@ use jeprof_dumpfmt::series::{Process, SeriesOrder};
 use rayon::prelude::*;
 
 use crate::error::Error;
-use crate::input::{series_keys, ReadPolicy};
+use crate::input::{series_keys_checked, ReadPolicy};
 use crate::load::load;
 use crate::report::ReportOptions;
 use crate::report::{frame_functions, shown_frames};
@@ -134,12 +134,16 @@ impl LeakReport {
 /// One field of a [`Process`], when known.
 type ProcessField = fn(&Process) -> Option<&str>;
 
-/// Orders the series ([`jeprof_dumpfmt::series::order`]: by `time` label, else by the sequence
-/// number of jemalloc's file names, else by modification time, else by name), reading each dump's
-/// labels from its front only. The dumps must come from one process: dumps whose `pid` or
+/// Reads every dump for its labels (which checks every file before any work) and orders the
+/// series ([`jeprof_dumpfmt::series::order`]: by `time` label, else by the sequence number of
+/// jemalloc's file names, else by modification time, else by name). The dumps must come from one
+/// process: dumps whose `pid` or
 /// `hostname` labels (or, without labels, the pids of their jemalloc names) differ are an error.
-pub fn order_series(paths: &[PathBuf]) -> Result<(Vec<SeriesDump>, SeriesOrder), Error> {
-    let keys = series_keys(paths)?;
+pub fn order_series(
+    paths: &[PathBuf],
+    policy: &ReadPolicy<'_>,
+) -> Result<(Vec<SeriesDump>, SeriesOrder), Error> {
+    let keys = series_keys_checked(paths, policy)?;
     let fields: [(&str, ProcessField); 2] = [
         ("pid", |p| Some(p.pid.as_str())),
         ("hostname", |p| p.host.as_deref()),
@@ -222,7 +226,7 @@ pub fn find_leaks(
             options.points
         )));
     }
-    let (series, order) = order_series(paths)?;
+    let (series, order) = order_series(paths, policy)?;
     let timed = order.is_timed();
     let all_times: Vec<f64> = match series.first().and_then(|d| d.time) {
         Some(t0) if timed => series

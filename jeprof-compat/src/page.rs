@@ -36,7 +36,7 @@ pub fn page_files(
         [] => return Err(Error::Series("no dump given".to_string())),
         [one] => (vec![one.clone()], one.clone()),
         many => {
-            let (series, _) = order_series(many)?;
+            let (series, _) = order_series(many, policy)?;
             let ordered: Vec<PathBuf> = series.into_iter().map(|d| d.path).collect();
             let last = ordered[ordered.len() - 1].clone();
             (ordered, last)
