@@ -163,6 +163,16 @@ pub fn order(keys: &[SeriesKey]) -> (Vec<usize>, SeriesOrder) {
     (index, rule)
 }
 
+/// Whether dump `a` was written after dump `b` by what says so for sure: both `time` labels, or
+/// the sequence numbers of two jemalloc names of one process (`diff`'s check of its BASE and NEW).
+pub fn written_after(a: &SeriesKey, b: &SeriesKey) -> bool {
+    match (a.time, b.time, &a.name, &b.name) {
+        (Some(ta), Some(tb), _, _) => ta > tb,
+        (_, _, Some(na), Some(nb)) => na.pid == nb.pid && na.seq > nb.seq,
+        _ => false,
+    }
+}
+
 /// The process that wrote a dump: its `pid` and `hostname` labels, or the pid of its name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Process {
@@ -352,6 +362,17 @@ mod tests {
         assert_eq!(rule, SeriesOrder::Time);
         assert!(rule.is_timed());
         assert_eq!(paths, ["jeprof.7.2.i2.heap", "jeprof.7.1.i1.heap"]);
+    }
+
+    #[test]
+    fn written_after_trusts_time_labels_then_one_process_sequence_numbers() {
+        let (mut a, mut b) = (named("jeprof.7.10.i10.heap"), named("jeprof.7.2.i2.heap"));
+        assert!(written_after(&a, &b) && !written_after(&b, &a));
+        (a.time, b.time) = (Some(1), Some(2));
+        assert!(!written_after(&a, &b) && written_after(&b, &a));
+        let other = named("jeprof.8.1.i1.heap");
+        assert!(!written_after(&named("jeprof.7.10.i10.heap"), &other));
+        assert!(!written_after(&named("x.heap"), &named("y.heap")));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Several dumps of one process given to `report`, `merge` and `export`: added up as jeprof adds
 //! them, with a warning on standard error saying how many and what to do; `--latest-per-process`
-//! reads each process's last dump in series order. And `report` of an empty heap prints what
-//! jeprof prints (nothing) and says why on standard error.
+//! reads each process's last dump in series order; `diff` says when BASE was written after NEW.
+//! And `report` of an empty heap prints what jeprof prints (nothing) and says why on standard
+//! error.
 
 mod common;
 
@@ -148,6 +149,21 @@ fn report_of_an_empty_heap_prints_what_jeprof_prints_and_says_why() {
     assert_eq!(table, "", "jeprof --text prints nothing for an empty heap");
     assert!(
         stderr.contains("empty.heap: the total of inuse_space is 0 (an empty heap"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn diff_warns_when_base_was_written_after_new_by_sequence_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = periodic_dumps(dir.path(), 779);
+    // seq 2 then seq 10: the right order, though "10" sorts first as a string.
+    let (_, stderr) = run(&strings(&["diff"], &[dumps[0].clone(), dumps[2].clone()]));
+    assert!(stderr.is_empty(), "{stderr}");
+    let (_, stderr) = run(&strings(&["diff"], &[dumps[2].clone(), dumps[0].clone()]));
+    assert!(
+        stderr.contains("jeprof.779.10.i10.heap was written after NEW")
+            && stderr.contains("give the earlier dump first"),
         "{stderr}"
     );
 }

@@ -14,8 +14,9 @@ use crate::cli::views;
 /// Takes jeprof's form `report PROGRAM DUMP...` as well.
 pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     args.common.take_program(&mut args.dumps)?;
-    // `--allocator` reads each process's last dump itself (and says so): no warning.
-    if !args.allocator {
+    // `--allocator` reads each process's last dump itself (and says so), and `--html` reads
+    // several dumps as one process's series: neither adds a process's dumps up.
+    if !args.allocator && args.output.html.is_none() {
         per_process(&mut args.dumps, args.latest_per_process)?;
     }
     let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
