@@ -109,7 +109,8 @@ pub struct LeakReport {
     pub order: SeriesOrder,
     /// How many of the dumps read (the first ones) the test decided by: all but the exit dump.
     pub decided: usize,
-    /// The last dump read, set aside as the exit dump: shown, not tested.
+    /// The last dump read, when it is the exit dump: shown, not tested (unless too few dumps come
+    /// before it).
     pub exit: Option<ExitDump>,
     /// The times of the dumps read, in seconds from the first (steps when untimed).
     pub times: Vec<f64>,
@@ -137,8 +138,8 @@ type ProcessField = fn(&Process) -> Option<&str>;
 /// Reads every dump for its labels (which checks every file before any work) and orders the
 /// series ([`jeprof_dumpfmt::series::order`]: by `time` label, else by the sequence number of
 /// jemalloc's file names, else by modification time, else by name). The dumps must come from one
-/// process: dumps whose `pid` or
-/// `hostname` labels (or, without labels, the pids of their jemalloc names) differ are an error.
+/// process: dumps whose `pid` or `hostname` labels (or, without labels, the pids of their
+/// jemalloc names) differ are an error.
 pub fn order_series(
     paths: &[PathBuf],
     policy: &ReadPolicy<'_>,
@@ -203,6 +204,8 @@ pub struct ExitDump {
     pub path: PathBuf,
     /// How it was known: its name, or the fall of the process's live bytes.
     pub why: String,
+    /// Tested after all: too few dumps before it for the test.
+    pub tested: bool,
 }
 
 /// A last dump whose process holds less than this fraction of what it held at the dump before is
@@ -250,7 +253,10 @@ pub fn find_leaks(
     let totals: Vec<f64> = per_dump.iter().map(|(_, total)| *total).collect();
     let exit = exit_dump(&read, &totals);
     let (plan, decided) = plan_without_exit(&times, exit.is_some(), &series, order, options)?;
-    let exit = exit.filter(|_| decided < read.len());
+    let exit = exit.map(|e| ExitDump {
+        tested: decided == read.len(),
+        ..e
+    });
     let total_now = totals[decided - 1];
     let mut by_site: HashMap<String, Vec<Point>> = HashMap::new();
     for (i, (points, _)) in per_dump.into_iter().enumerate() {
@@ -308,6 +314,7 @@ fn exit_dump(read: &[SeriesDump], totals: &[f64]) -> Option<ExitDump> {
     Some(ExitDump {
         path: last.path.clone(),
         why,
+        tested: false,
     })
 }
 
@@ -536,6 +543,16 @@ impl LeakReport {
             self.position_in_series(self.decided - 1),
         );
         match &self.exit {
+            Some(exit) if exit.tested => {
+                let _ = write!(
+                    note,
+                    "; the last, {}, is {}, but too few dumps come before it for the test \
+                     without it: it was tested, and what the process freed at exit can hide a \
+                     leak.",
+                    name(&exit.path),
+                    exit.why
+                );
+            }
             Some(exit) => {
                 let _ = write!(
                     note,
@@ -609,6 +626,7 @@ impl LeakReport {
             "exit_dump": self.exit.as_ref().map(|e| json!({
                 "path": e.path.display().to_string(),
                 "why": e.why,
+                "tested": e.tested,
             })),
             "span_seconds": if self.timed { self.times.last().copied() } else { None },
             "per": self.site_word(),

@@ -207,3 +207,33 @@ fn a_last_dump_holding_under_half_the_heap_is_taken_as_the_exit_dump() {
     );
     assert!(table.trim_end().ends_with("  fn_1"), "{table}");
 }
+
+#[test]
+fn an_exit_dump_with_too_few_dumps_before_it_is_tested_and_the_summary_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = |d: &PathBuf| {
+        let name = d.file_name().unwrap().to_string_lossy().into_owned();
+        [
+            "jeprof.779.0.",
+            "jeprof.779.1.",
+            "jeprof.779.2.",
+            "jeprof.779.3.",
+            "jeprof.779.12.",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+    };
+    let dumps: Vec<PathBuf> = jemalloc_named_series(dir.path(), true)
+        .into_iter()
+        .filter(keep)
+        .collect();
+    assert_eq!(dumps.len(), 5, "{dumps:?}");
+    let table = run_ok(&args(&dumps, &[]));
+    assert!(
+        table.contains(
+            "the last, jeprof.779.12.f.heap, is the exit dump by its name (kind f), but too few \
+             dumps come before it for the test without it: it was tested"
+        ),
+        "{table}"
+    );
+}
