@@ -121,10 +121,11 @@ fn is_front_line(line: &[u8]) -> bool {
 pub const SCAN_LINE: u64 = 16 << 20;
 
 /// The labels of a dump, read from its front only: its lines up to the first stack (`@`), where
-/// the writer puts them and the reader requires them ([`is_front_line`] says where the front ends). For tools that must know
-/// every dump's process and time before reading any whole (`report`, `merge` and `export` choosing
-/// each process's latest dump, or counting the dumps of each): a few lines per dump, not the dump. Lines that are not well-formed labels are skipped here; the
-/// full read reports them. Lines are read at most [`SCAN_LINE`] bytes at a time.
+/// the writer puts them and the reader requires them (a line that cannot come before a stack ends
+/// the front). For tools that must know every dump's process and time before reading any whole
+/// (`report`, `merge` and `export` choosing each process's latest dump, or counting the dumps of
+/// each): a few lines per dump, not the dump. Lines that are not well-formed labels are skipped
+/// here; the full read reports them. Lines are read at most [`SCAN_LINE`] bytes at a time.
 pub fn scan_labels(mut input: impl std::io::BufRead) -> std::io::Result<Vec<(String, String)>> {
     use std::io::{BufRead as _, Read as _};
     let mut labels = Vec::new();
