@@ -63,7 +63,7 @@ pub use allocator::{allocator_files, AllocatorReport};
 pub use folded::{collapsed, collapsed_files, flamegraph, flamegraph_title, format_collapsed};
 pub(crate) use frames::allocator_names_inlined;
 #[cfg(feature = "export")]
-pub(crate) use frames::cuts_stack;
+pub(crate) use frames::frame_class;
 pub use frames::{frame_functions, interesting_frames, shown_frames};
 pub use model::{FunctionFigures, FunctionName, Measure, Report, ReportOptions, Row};
 pub use text::{

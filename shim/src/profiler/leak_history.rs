@@ -25,7 +25,7 @@ use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use jeprof_dumpfmt::frames::{default_hide, interesting_start, SkipRules};
+use jeprof_dumpfmt::charge::{interesting_start, Attribution, SkipRules};
 use jeprof_dumpfmt::leaks::{self as test, LeakOptions, Plan, Point, Trend};
 use jeprof_dumpfmt::model::symbol_key;
 
@@ -451,7 +451,7 @@ fn name_stacks(ids: &[u32]) -> Vec<(String, Vec<String>)> {
     keys.sort_unstable();
     keys.dedup();
     let (symbols, _) = symbolize::symbol_table(&keys);
-    let hide = default_hide();
+    let attribution = Attribution::user_code();
     keyed
         .iter()
         .map(|keys| {
@@ -474,10 +474,14 @@ fn name_stacks(ids: &[u32]) -> Vec<(String, Vec<String>)> {
                     None => vec![format!("0x{key:x}")],
                 })
                 .collect();
+            // The charging engine's flat: the first function `hide` passes, else the leaf's.
+            let cut = attribution.cut(
+                functions.len(),
+                |i| attribution.hides(&functions[i]),
+                |_| false,
+            );
             let function = functions
-                .iter()
-                .find(|f| !hide.is_match(f))
-                .or(functions.first())
+                .get(cut.flat)
                 .cloned()
                 .unwrap_or_else(|| "(no frames)".to_string());
             (function, functions)
