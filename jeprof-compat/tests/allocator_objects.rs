@@ -122,7 +122,10 @@ fn flat_rows(text: &str) -> Vec<String> {
 fn the_default_report_charges_the_caller_of_unnamed_jemalloc_frames_and_jeprofs_keeps_them() {
     let dir = tempfile::tempdir().unwrap();
     let last = series(dir.path()).pop().unwrap();
-    let ours = run_ok(&["report", "--text", "--show_bytes"], &[last.clone()]);
+    let ours = run_ok(
+        &["report", "--text", "--show_bytes"],
+        std::slice::from_ref(&last),
+    );
     assert_eq!(flat_rows(&ours), ["PyList_Append", "PyDict_New"], "{ours}");
     assert!(
         !ours.contains("0x00007f3c") && !ours.contains("malloc_usable_size"),
