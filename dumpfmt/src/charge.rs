@@ -3,7 +3,7 @@
 //! `jeprof-compat`'s text report, diff, folded stacks, pprof, export and leaks, the page the shim
 //! serves (`jeprof-page`), and this crate's [`pprof`](crate::pprof). The lists it matches names
 //! against (jeprof's skip list, the default `--hide` list, name shortening) are in
-//! [`frames`](crate::frames).
+//! [`frames`].
 //!
 //! ## The rules, in order
 //! 1. **Allocator frames** ([`allocator_frames`]). Each frame is classed ([`classify`]) from its
