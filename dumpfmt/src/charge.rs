@@ -33,7 +33,8 @@
 //! 2. **Functions**: each address becomes its functions, innermost first, all but the outer one
 //!    inlined; an address above [`LAST_USER_ADDRESS`] becomes none (jeprof's `TranslateStack`).
 //!    Names are shown cleaned ([`frames::clean_demangled`]: a C++ name shortened as jeprof
-//!    shortens it, a Rust name whole).
+//!    shortens it, a Rust name whole), an inlined one suffixed ` (inline)` in a report's rows and
+//!    `[inline]` in folded stacks ([`row_name`], [`folded_name`], [`Function::row_name`]).
 //! 3. **Flat and what is shown** ([`Attribution::cut`]): `show_from` drops the functions toward
 //!    the root of its outermost match; flat goes to the first function from the leaf that `hide`
 //!    does not match ([`Attribution::user_code`]: Rust's standard library and the allocator,
@@ -304,7 +305,7 @@ impl Attribution {
 
 /// A function name without the text report's ` (inline)` suffix.
 fn bare(function: &str) -> &str {
-    function.strip_suffix(" (inline)").unwrap_or(function)
+    function.strip_suffix(INLINE_SUFFIX).unwrap_or(function)
 }
 
 /// One frame of a stack as its caller names it, for [`charge_stack`].
@@ -318,15 +319,63 @@ pub struct NamedFrame<'n> {
     pub object: Object,
 }
 
+/// The suffix of an inlined function's name in a report's rows (jeprof's `TranslateStack`).
+pub const INLINE_SUFFIX: &str = " (inline)";
+
+/// The suffix of an inlined function's name in folded stacks (jeprof's `--collapsed`).
+pub const FOLDED_INLINE_SUFFIX: &str = "[inline]";
+
+/// `name` as a report's row names it: suffixed [`INLINE_SUFFIX`] when `inlined`.
+pub fn row_name(name: &str, inlined: bool) -> String {
+    if inlined {
+        format!("{name}{INLINE_SUFFIX}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// `name` as one function of a folded stack: `;` (which separates functions there) written `:`,
+/// suffixed [`FOLDED_INLINE_SUFFIX`] when `inlined`.
+pub fn folded_name(name: &str, inlined: bool) -> String {
+    let name = name.replace(';', ":");
+    if inlined {
+        name + FOLDED_INLINE_SUFFIX
+    } else {
+        name
+    }
+}
+
 /// One function of a charged stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Function<'n> {
     /// Index of its frame in the slice given to [`charge_stack`].
     pub frame: usize,
+    /// Its frame's lookup key.
+    pub key: u64,
     /// Its name as given (`None` for an address nothing names).
     pub name: Option<&'n str>,
     /// Whether it is inlined into the next (not its address's outer function).
     pub inlined: bool,
+}
+
+impl Function<'_> {
+    /// As a report's row names it: cleaned ([`clean_demangled`]) and [`row_name`]; an address
+    /// nothing names as `0x` and its 16 hex digits.
+    pub fn row_name(&self) -> String {
+        match self.name {
+            Some(name) => row_name(&clean_demangled(name.to_string()), self.inlined),
+            None => format!("0x{:016x}", self.key),
+        }
+    }
+
+    /// As folded stacks name it: the full name, [`folded_name`]; an address nothing names as in
+    /// [`Function::row_name`].
+    pub fn folded_name(&self) -> String {
+        match self.name {
+            Some(name) => folded_name(name, self.inlined),
+            None => format!("0x{:016x}", self.key),
+        }
+    }
 }
 
 /// A stack charged by [`charge_stack`], its buffers reused from stack to stack.
@@ -378,6 +427,7 @@ pub fn charge_stack<'n>(
         if frame.names.is_empty() {
             out.functions.push(Function {
                 frame: i,
+                key: frame.key,
                 name: None,
                 inlined: false,
             });
@@ -389,6 +439,7 @@ pub fn charge_stack<'n>(
             if !name.is_empty() {
                 out.functions.push(Function {
                     frame: i,
+                    key: frame.key,
                     name: Some(name),
                     inlined: j < last,
                 });

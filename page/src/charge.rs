@@ -6,12 +6,11 @@
 //! the allocator's, cum to each function once per stack. This module only names what the engine
 //! kept and adds up:
 //!
-//! - a site is a function as the report's rows name it: cleaned
-//!   ([`jeprof_dumpfmt::frames::clean_demangled`]), all but an address's outer function suffixed
-//!   ` (inline)`, an address nothing names `0x` and its 16 hex digits;
-//! - folded stacks are `jeprof-compat report --collapsed`'s: the same functions with their full
-//!   names, root first, inlined ones suffixed `[inline]`, `;` in a name written `:`, equal lines
-//!   added up.
+//! - a site is a function as the report's rows name it
+//!   ([`jeprof_dumpfmt::charge::Function::row_name`]);
+//! - folded stacks are `jeprof-compat report --collapsed`'s: the same functions as folded stacks
+//!   name them ([`jeprof_dumpfmt::charge::Function::folded_name`]), root first, equal lines added
+//!   up.
 //!
 //! Names are taken as the symbol section spells them (the shim writes them demangled).
 
@@ -20,7 +19,6 @@ use std::collections::HashMap;
 use jeprof_dumpfmt::charge::{
     charge_stack, Attribution, ChargedStack, Function, NamedFrame, Objects, SkipRules,
 };
-use jeprof_dumpfmt::frames::clean_demangled;
 use jeprof_dumpfmt::model::symbol_key;
 use jeprof_dumpfmt::{Estimate, Profile};
 
@@ -73,13 +71,13 @@ pub fn charge(profile: &Profile) -> Charged {
             .functions
             .iter()
             .rev()
-            .map(|f| folded_name(f, &frames))
+            .map(Function::folded_name)
             .collect();
         *folded.entry(line.join(";")).or_insert(0.0) += e.bytes;
         let Some(flat) = charged.flat() else {
             continue;
         };
-        let i = site_index(&mut by_name, &mut sites, &site_name(flat, &frames));
+        let i = site_index(&mut by_name, &mut sites, &flat.row_name());
         let s = &mut sites[i];
         s.bytes += e.bytes;
         s.bytes_variance += e.bytes_variance;
@@ -87,7 +85,7 @@ pub fn charge(profile: &Profile) -> Charged {
         s.objects_variance += e.objects_variance;
         let mut seen: Vec<String> = Vec::with_capacity(charged.functions.len());
         for f in charged.shown() {
-            let name = site_name(f, &frames);
+            let name = f.row_name();
             if seen.contains(&name) {
                 continue;
             }
@@ -105,24 +103,6 @@ pub fn charge(profile: &Profile) -> Charged {
         total,
         sites,
         folded,
-    }
-}
-
-/// A charged function as the report's rows name it (module docs).
-fn site_name(f: &Function<'_>, frames: &[NamedFrame<'_>]) -> String {
-    match f.name {
-        None => format!("0x{:016x}", frames[f.frame].key),
-        Some(name) if f.inlined => format!("{} (inline)", clean_demangled(name.to_string())),
-        Some(name) => clean_demangled(name.to_string()),
-    }
-}
-
-/// A charged function as folded stacks name it: the full name, `;` written `:`.
-fn folded_name(f: &Function<'_>, frames: &[NamedFrame<'_>]) -> String {
-    match f.name {
-        None => format!("0x{:016x}", frames[f.frame].key),
-        Some(name) if f.inlined => format!("{}[inline]", name.replace(';', ":")),
-        Some(name) => name.replace(';', ":"),
     }
 }
 

@@ -19,7 +19,7 @@ fn charged(frames: &[NamedFrame<'_>], rules: SkipRules) -> (Vec<(String, bool)>,
         .map(|f| {
             let name = match f.name {
                 Some(n) => n.to_string(),
-                None => format!("0x{:016x}", frames[f.frame].key),
+                None => f.row_name(),
             };
             (name, f.inlined)
         })

@@ -262,11 +262,7 @@ impl FrameText {
                 if name.is_empty() {
                     continue;
                 }
-                let name: Arc<str> = if j < last {
-                    format!("{name} (inline)").into()
-                } else {
-                    name.as_str().into()
-                };
+                let name: Arc<str> = charge::row_name(name, j < last).into();
                 let hidden = hide.hides(&name);
                 names.push((name, hidden));
             }

@@ -109,12 +109,7 @@ pub fn frame_functions(frame: &Frame, options: &ReportOptions) -> Vec<String> {
     (first..frame.names.len())
         .filter(|&j| !frame.names[j].is_empty())
         .map(|j| {
-            let name = &frame.names[j];
-            let name = if j < last {
-                format!("{name} (inline)")
-            } else {
-                name.clone()
-            };
+            let name = charge::row_name(&frame.names[j], j < last);
             if options.lines {
                 lines::with_line(&name, frame.line(j))
             } else {

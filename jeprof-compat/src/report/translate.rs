@@ -290,11 +290,7 @@ impl Translator {
                 .map(|j| {
                     let line = lines.get(j).and_then(Option::as_ref);
                     let name = names[j].as_ref();
-                    if j < last {
-                        with_line(&format!("{name} (inline)"), line)
-                    } else {
-                        with_line(name, line)
-                    }
+                    with_line(&charge::row_name(name, j < last), line)
                 })
                 .collect();
             if key <= LAST_USER_ADDRESS {
@@ -365,7 +361,7 @@ impl Translator {
             let id = if j < last {
                 self.scratch.clear();
                 self.scratch.push_str(n);
-                self.scratch.push_str(" (inline)");
+                self.scratch.push_str(charge::INLINE_SUFFIX);
                 self.names.intern(FunctionName::Text(&self.scratch))
             } else {
                 self.names.intern(FunctionName::Text(n))
