@@ -172,7 +172,8 @@ pub fn is_libc_malloc_family(function: &str) -> bool {
 }
 
 /// Rule 1 for one frame: `function` is its outer function's name (`None` when nothing names
-/// it), `object` the object its address lies in.
+/// it; a name that only says where the frame is, `0x…` or `object+0x…`, counts as none), `object`
+/// the object its address lies in.
 pub fn classify(function: Option<&str>, object: Object, rules: SkipRules) -> FrameClass {
     if function.is_some_and(|f| is_uninteresting(f, rules)) {
         return FrameClass::Allocator;
@@ -180,11 +181,22 @@ pub fn classify(function: Option<&str>, object: Object, rules: SkipRules) -> Fra
     if !rules.allocator_objects {
         return FrameClass::Program;
     }
-    match (object, function) {
+    match (object, function.filter(|f| !is_place(f))) {
         (Object::Allocator, _) => FrameClass::Allocator,
         (Object::Libc, Some(f)) if is_libc_malloc_family(f) => FrameClass::Allocator,
         (Object::Libc, None) => FrameClass::AllocatorAtLeaf,
         _ => FrameClass::Program,
+    }
+}
+
+/// Whether `name` only says where a frame is (`0x00007f…`, `libc.so.6+0x2a1b0`): how a frame
+/// nothing names is shown, which rule 1 treats as unnamed.
+fn is_place(name: &str) -> bool {
+    let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match name.rsplit_once("+0x").or_else(|| name.split_once("0x")) {
+        Some((before, digits)) => hex(digits) && !before.contains(' '),
+        // jeprof's bare form: the 16 digits without `0x`.
+        None => name.len() == 16 && hex(name),
     }
 }
 

@@ -179,6 +179,29 @@ fn unnamed_libc_frames_are_the_allocator_only_at_the_leaf() {
 }
 
 #[test]
+fn a_libc_frame_named_only_by_its_place_is_unnamed() {
+    let rules = SkipRules::default();
+    for place in [
+        "libc.so.6+0x2a1b0",
+        "0x00007f1000000040",
+        "00007f1000000040",
+    ] {
+        assert_eq!(
+            classify(Some(place), Object::Libc, rules),
+            FrameClass::AllocatorAtLeaf,
+            "{place}"
+        );
+    }
+    for name in ["qsort", "cafe", "__libc_start_call_main"] {
+        assert_eq!(
+            classify(Some(name), Object::Libc, rules),
+            FrameClass::Program,
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn libc_malloc_family_names_glibcs_entry_points_and_internals() {
     for f in [
         "malloc",
