@@ -52,7 +52,7 @@
 //! ([`allocator_frames`], [`Attribution::cut`]), so a caller that names each distinct address once
 //! in flat arrays (the text report's `Translator`) classes each address once and calls it per
 //! stack without allocating; [`charge_stack`] does all three steps over a slice of named frames
-//! for callers that hold names per stack (the page, pprof).
+//! for callers that hold names per stack (the page the shim serves).
 
 use std::sync::OnceLock;
 
