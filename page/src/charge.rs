@@ -1,10 +1,12 @@
 //! The sites and folded stacks of a profile that carries its symbol section (what the shim
 //! builds in-process), charged by the workspace's one charging engine
-//! ([`jeprof_dumpfmt::charge`]) under the project's own rules, as `jeprof-compat report` charges
-//! them by default: allocator frames removed (by name and by the object an address lies in, from
-//! the profile's memory map), flat to the first function that is not the standard library's or
-//! the allocator's, cum to each function once per stack. This module only names what the engine
-//! kept and adds up:
+//! ([`jeprof_dumpfmt::charge`]).
+//!
+//! The engine's rules are the project's own, as `jeprof-compat report` charges by default:
+//! allocator frames removed (by name and by the object an address lies in, from the profile's
+//! memory map), flat to the first function that is not the standard library's or the
+//! allocator's, cum to each function once per stack. This module keeps no rules: it only adds up
+//! what the engine kept:
 //!
 //! - a site is a function as the report's rows name it
 //!   ([`jeprof_dumpfmt::charge::Function::row_name`]);
