@@ -1,9 +1,8 @@
-//! Which frames of a stack are the allocator's: the frames every report and export leaves out, so
-//! that a profile's flat figures land on the code that asked for the memory.
-//!
-//! Walking a stack from the leaf, everything up to and including the *last* allocator frame is
-//! dropped ([`interesting_start`]): that is jeprof's `RemoveUninterestingFrames`, and what makes our
-//! text, flame graphs and pprof agree.
+//! The name lists of the charging engine ([`crate::charge`]): jeprof's allocator skip list and
+//! Rust's allocation shims ([`is_uninteresting`]), the functions the project's own views pass
+//! over when charging flat ([`DEFAULT_HIDE`]), and jeprof's name shortening
+//! ([`short_function_name`], [`clean_demangled`]). Which frames a stack drops, and which function
+//! gets flat, is the engine's.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -16,12 +15,25 @@ pub struct SkipRules {
     /// Also remove Rust's allocation shims (`__rust_alloc`, `alloc::alloc::*`, `GlobalAlloc` impls,
     /// tikv-jemallocator's `_rjem_` entry points, `jeprof_shim::*`), which jeprof keeps.
     pub rust_allocator_frames: bool,
+    /// Also remove frames inside the allocator's own objects and libc's malloc family, whatever
+    /// they are named ([`crate::charge`], rule 1), which jeprof keeps.
+    pub allocator_objects: bool,
+}
+
+impl SkipRules {
+    /// jeprof's rule: its skip list, by name only.
+    pub const JEPROF: SkipRules = SkipRules {
+        rust_allocator_frames: false,
+        allocator_objects: false,
+    };
 }
 
 impl Default for SkipRules {
+    /// The project's own views' rule: jeprof's list, Rust's shims, the allocator's objects.
     fn default() -> SkipRules {
         SkipRules {
             rust_allocator_frames: true,
+            allocator_objects: true,
         }
     }
 }
@@ -154,20 +166,6 @@ pub fn is_uninteresting(function: &str, rules: SkipRules) -> bool {
     rules.rust_allocator_frames && rust_skip_regex().is_match(function)
 }
 
-/// How many frames (from the leaf) of a stack are the allocator's: the stack's interesting frames are
-/// `frames[interesting_start(..)..]`. `function_of(i)` names frame `i`'s outermost function, or
-/// `None` for a frame nothing names (which jeprof never drops).
-pub fn interesting_start<'a>(
-    len: usize,
-    mut function_of: impl FnMut(usize) -> Option<&'a str>,
-    rules: SkipRules,
-) -> usize {
-    (0..len)
-        .rev()
-        .find(|&i| function_of(i).is_some_and(|f| is_uninteresting(f, rules)))
-        .map_or(0, |i| i + 1)
-}
-
 /// Whether a demangled name ends in a C++ argument list (`f(int) const`). A Rust name can hold
 /// parentheses too, inside its generics (`<&dyn Fn<(), Output = i32> as FnOnce<()>>::call_once`),
 /// but never at its end: shortening those would cut them down to `::call_once`, one name for
@@ -264,9 +262,7 @@ mod tests {
     #[test]
     fn allocator_frames_are_recognised() {
         let rust = SkipRules::default();
-        let plain = SkipRules {
-            rust_allocator_frames: false,
-        };
+        let plain = SkipRules::JEPROF;
         for f in [
             "malloc",
             "je_prof_backtrace",
@@ -287,27 +283,6 @@ mod tests {
         }
         assert!(!is_uninteresting("main", rust));
         assert!(!is_uninteresting("alloc::vec::Vec<T>::push", rust));
-    }
-
-    #[test]
-    fn everything_up_to_the_last_allocator_frame_is_dropped() {
-        let names = [
-            Some("malloc"),
-            Some("user_fn"),
-            Some("__rust_alloc"),
-            None,
-            Some("main"),
-        ];
-        let start = interesting_start(names.len(), |i| names[i], SkipRules::default());
-        assert_eq!(
-            start, 3,
-            "the last allocator frame from the leaf is __rust_alloc"
-        );
-        let plain = SkipRules {
-            rust_allocator_frames: false,
-        };
-        assert_eq!(interesting_start(names.len(), |i| names[i], plain), 1);
-        assert_eq!(interesting_start(0, |i| names[i], plain), 0);
     }
 
     #[test]

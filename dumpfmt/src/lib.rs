@@ -5,8 +5,9 @@
 //! [`math`]), a [writer](mod@write) whose dumps the legacy Perl `jeprof` reports correctly, a [`read`]er for
 //! every dump real jemalloc writes (and ours), [`pprof`] output (what `go tool pprof` and
 //! continuous-profiling scrapers read) and [`otlp`] output (OpenTelemetry profiles). Formats are
-//! adapters around the one model; [`frames`] says which frames are the allocator's (removed by
-//! every report) and [`maps`] reads a dump's memory map.
+//! adapters around the one model; [`charge`] is the one charging engine (which frames are the
+//! allocator's, which function gets flat) every report and the served page call, [`frames`] its
+//! name lists, and [`maps`] reads a dump's memory map.
 //!
 //! ```
 //! use jeprof_dumpfmt::{Estimate, Profile, Stack, WriteOptions};
@@ -64,11 +65,12 @@
 //! - [`encode`] (the integer encoding jeprof reads back) uses math; [`labels`] uses error and
 //!   syntax; [`output`] (atomic files) uses error; [`build_ids`] (the mapped files' build ids a
 //!   dump carries) uses none.
+//! - [`charge`], the charging engine, uses frames and maps.
 //! - [`model`], the one profile, uses error, math and labels (to validate them).
 //! - [`allocator`] (the allocator's figures beside a profile, and their reading) uses error and
 //!   model.
 //! - [`series`] (a series' order and each dump's process) uses labels.
-//! - [`scopes`] uses model; [`pprof`] uses error, frames, maps and model; [`otlp`] (OpenTelemetry
+//! - [`scopes`] uses model; [`pprof`] uses error, charge, frames, maps and model; [`otlp`] (OpenTelemetry
 //!   profiles) uses error, labels and pprof.
 //! - [`read`] and [`write`](mod@write) mirror each other over [`syntax`], section by section: read
 //!   uses error, labels, math, model, scopes and syntax; write uses encode, error, math, model,
@@ -78,6 +80,7 @@
 
 pub mod allocator;
 pub mod build_ids;
+pub mod charge;
 pub mod encode;
 pub mod error;
 pub mod frames;

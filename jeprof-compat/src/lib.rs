@@ -10,9 +10,11 @@
 //! - [`Error`], the one error type; `hash`, the hasher of every table; [`names`]: demangling,
 //!   jeprof's name shortening and its skip lists; [`maps`]: the memory map (from
 //!   `jeprof-dumpfmt`).
-//! - [`attribution`] (names): which function a stack's figure is charged to (`--hide`,
+//! - [`attribution`]: which function a stack's figure is charged to (`--hide`,
 //!   `--show_from`; by default the first that is not Rust's standard library's or the
-//!   allocator's).
+//!   allocator's). Its rules, and which frames are the allocator's (by name, and in the project's
+//!   own views by the object a frame lies in), are the workspace's one charging engine,
+//!   [`jeprof_dumpfmt::charge`], which the page the shim serves calls too.
 //! - [`input`]: how dumps are read: [`ReadPolicy`] (strict or accepting cut dumps),
 //!   [`read_dump`], [`read_dump_stacks`] (one stack at a time), [`parse_all`], and a dump's memory
 //!   map, parsed once.
@@ -90,9 +92,13 @@
 //! - Names: Rust symbols are demangled cleanly ([`names::NameStyle::Clean`]) where jeprof mangles
 //!   them (`<A as B>::alloc` becomes `::alloc`); [`names::NameStyle::Jeprof`] reproduces jeprof's
 //!   names. Rust allocator shims are removed too unless asked not to ([`names::SkipRules`]).
-//! - Charging: [`report::ReportOptions::attribution`] defaults to jeprof's (the leaf); the
-//!   command line's own mode uses [`attribution::Attribution::user_code`], and
-//!   `--jeprof_names --keep_alloc_frames` gives jeprof's report byte for byte (goldens).
+//! - Charging ([`jeprof_dumpfmt::charge`]): [`report::ReportOptions::attribution`] defaults to
+//!   jeprof's (the leaf); the command line's own mode uses
+//!   [`attribution::Attribution::user_code`] and removes, besides jeprof's list, Rust's allocator
+//!   shims and every frame inside the allocator's own objects (`libjemalloc*`, a preloaded
+//!   tcmalloc or mimalloc, `libjeprof_preload.so`, libc's malloc family) whatever it is named
+//!   ([`names::SkipRules`]); `--jeprof_names --keep_alloc_frames` gives jeprof's report, by
+//!   jeprof's name-only rule, byte for byte (goldens).
 //! - Memory: the text report ([`report::build_files`]) and the diff ([`diff::compare_files`]) read
 //!   dumps one stack at a time and keep what they add up, never a dump's stacks: `tests/memory.rs`
 //!   holds the growth of their peak resident size to 3 bytes per byte of dump, between a dump and

@@ -535,10 +535,10 @@ fn merged_figures(dumps: &[PathBuf]) -> BTreeMap<String, [f64; 8]> {
                 })
             })
             .collect();
-        let start = jeprof_dumpfmt::frames::interesting_start(
+        let start = jeprof_dumpfmt::charge::interesting_start(
             names.len(),
             |i| Some(names[i].as_str()),
-            jeprof_dumpfmt::frames::SkipRules::default(),
+            jeprof_dumpfmt::charge::SkipRules::default(),
         );
         let names = &names[start..];
         let cut = attribution.cut(names.len(), |i| attribution.hides(&names[i]), |_| false);

@@ -119,6 +119,7 @@ fn option_grid() -> Vec<(SymbolizeOptions, ReportOptions)> {
                         focus: focus.map(|f| Regex::new(f).expect("regex")),
                         skip: SkipRules {
                             rust_allocator_frames: !keep_alloc_frames,
+                            allocator_objects: !keep_alloc_frames,
                         },
                         nodecount: None,
                         interval,

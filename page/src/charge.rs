@@ -1,35 +1,30 @@
 //! The sites and folded stacks of a profile that carries its symbol section (what the shim
-//! builds in-process), charged as `jeprof-compat report` charges them by default:
+//! builds in-process), charged by the workspace's one charging engine
+//! ([`jeprof_dumpfmt::charge`]).
 //!
-//! 1. the allocator's frames are removed: walking from the leaf, everything up to and including
-//!    the last frame whose outer function is the allocator's
-//!    ([`jeprof_dumpfmt::frames::interesting_start`]), then at each address the allocator
-//!    functions Rust inlined into it (never its outer function);
-//! 2. each address becomes its functions, innermost first, all but the outer one suffixed
-//!    ` (inline)`; an address above `0x7fffffffffffffff` becomes none, one nothing names becomes
-//!    `0x` and its 16 hex digits;
-//! 3. flat goes to the first function from the leaf that
-//!    [`jeprof_dumpfmt::frames::default_hide`] does not match (the standard library and the
-//!    allocator), or to the leaf's when all match; cum to each function once per stack.
+//! The engine's rules are the project's own, as `jeprof-compat report` charges by default:
+//! allocator frames removed (by name and by the object an address lies in, from the profile's
+//! memory map), flat to the first function that is not the standard library's or the
+//! allocator's, cum to each function once per stack. This module keeps no rules: it only adds up
+//! what the engine kept:
 //!
-//! Folded stacks are `jeprof-compat report --collapsed`'s: the same functions, root first,
-//! inlined ones suffixed `[inline]`, `;` in a name written `:`, equal lines added up.
+//! - a site is a function as the report's rows name it
+//!   ([`jeprof_dumpfmt::charge::Function::row_name`]);
+//! - folded stacks are `jeprof-compat report --collapsed`'s: the same functions as folded stacks
+//!   name them ([`jeprof_dumpfmt::charge::Function::folded_name`]), root first, equal lines added
+//!   up.
 //!
-//! Names are taken as the symbol section spells them (the shim writes them demangled), a C++
-//! name shortened as the report shortens it ([`jeprof_dumpfmt::frames::clean_demangled`]).
+//! Names are taken as the symbol section spells them (the shim writes them demangled).
 
 use std::collections::HashMap;
 
-use jeprof_dumpfmt::frames::{
-    clean_demangled, default_hide, interesting_start, is_uninteresting, SkipRules,
+use jeprof_dumpfmt::charge::{
+    charge_stack, Attribution, ChargedStack, Function, NamedFrame, Objects, SkipRules,
 };
 use jeprof_dumpfmt::model::symbol_key;
 use jeprof_dumpfmt::{Estimate, Profile};
 
 use crate::model::Site;
-
-/// The highest address a report names (jeprof drops the frames above it).
-const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
 
 /// A profile's in-use figures charged to sites, with its folded stacks.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -45,92 +40,61 @@ pub struct Charged {
 /// Charges `profile`'s in-use figures (module docs). Frames the symbol section does not name
 /// (or all of them, without one) are named by their address.
 pub fn charge(profile: &Profile) -> Charged {
-    let hide = default_hide();
-    let skip = SkipRules::default();
-    let names_of = |key: u64| -> Option<&Vec<String>> {
+    let (rules, attribution) = (SkipRules::default(), Attribution::user_code());
+    let objects = Objects::from_maps_text(profile.mapped_libraries.as_deref());
+    let no_names: Vec<String> = Vec::new();
+    let names_of = |key: u64| -> &Vec<String> {
         profile
             .symbols
             .as_ref()
             .and_then(|s| s.names.get(&key))
-            .filter(|n| !n.is_empty())
+            .unwrap_or(&no_names)
     };
     let mut total = Estimate::default();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut sites: Vec<Site> = Vec::new();
     let mut folded: HashMap<String, f64> = HashMap::new();
-    let mut functions: Vec<String> = Vec::new();
-    let mut folded_names: Vec<String> = Vec::new();
+    let mut frames: Vec<NamedFrame<'_>> = Vec::new();
+    let mut charged = ChargedStack::default();
     for stack in &profile.stacks {
         let e = &stack.counts.inuse;
         total.add(e);
-        let keys: Vec<u64> = stack
-            .frames
+        frames.clear();
+        frames.extend(stack.frames.iter().enumerate().map(|(i, &a)| {
+            let key = symbol_key(i, a);
+            NamedFrame {
+                key,
+                names: names_of(key),
+                object: objects.at(key),
+            }
+        }));
+        charge_stack(&frames, rules, &attribution, &mut charged);
+        let line: Vec<String> = charged
+            .functions
             .iter()
-            .enumerate()
-            .map(|(i, &a)| symbol_key(i, a))
+            .rev()
+            .map(Function::folded_name)
             .collect();
-        let start = interesting_start(
-            keys.len(),
-            |i| names_of(keys[i]).and_then(|n| n.last()).map(String::as_str),
-            skip,
-        );
-        functions.clear();
-        folded_names.clear();
-        for &key in &keys[start..] {
-            if key > LAST_USER_ADDRESS {
-                continue;
-            }
-            let Some(names) = names_of(key) else {
-                functions.push(format!("0x{key:016x}"));
-                folded_names.push(format!("0x{key:016x}"));
-                continue;
-            };
-            let mut first = 0;
-            while names.len() - first > 1 && is_uninteresting(&names[first], skip) {
-                first += 1;
-            }
-            let last = names.len() - 1;
-            for (j, name) in names.iter().enumerate().skip(first) {
-                if name.is_empty() {
-                    continue;
-                }
-                // Folded stacks keep the full names (the report's `--collapsed` does).
-                let full = name.replace(';', ":");
-                let name = clean_demangled(name.clone());
-                if j < last {
-                    functions.push(format!("{name} (inline)"));
-                    folded_names.push(format!("{full}[inline]"));
-                } else {
-                    functions.push(name);
-                    folded_names.push(full);
-                }
-            }
-        }
-        let line: Vec<&str> = folded_names.iter().rev().map(String::as_str).collect();
         *folded.entry(line.join(";")).or_insert(0.0) += e.bytes;
-        if functions.is_empty() {
+        let Some(flat) = charged.flat() else {
             continue;
-        }
-        let bare = |f: &str| f.strip_suffix(" (inline)").unwrap_or(f).to_string();
-        let flat = functions
-            .iter()
-            .position(|f| !hide.is_match(&bare(f)))
-            .unwrap_or(0);
-        let i = site_index(&mut by_name, &mut sites, &functions[flat]);
+        };
+        let i = site_index(&mut by_name, &mut sites, &flat.row_name());
         let s = &mut sites[i];
         s.bytes += e.bytes;
         s.bytes_variance += e.bytes_variance;
         s.objects += e.objects;
         s.objects_variance += e.objects_variance;
-        let mut seen: Vec<&str> = Vec::with_capacity(functions.len());
-        for f in &functions {
-            if seen.contains(&f.as_str()) {
+        let mut seen: Vec<String> = Vec::with_capacity(charged.functions.len());
+        for f in charged.shown() {
+            let name = f.row_name();
+            if seen.contains(&name) {
                 continue;
             }
-            seen.push(f);
-            let i = site_index(&mut by_name, &mut sites, f);
+            let i = site_index(&mut by_name, &mut sites, &name);
             sites[i].cum_bytes += e.bytes;
             sites[i].cum_bytes_variance += e.bytes_variance;
+            seen.push(name);
         }
     }
     sites.retain(|s| s.bytes != 0.0 || s.cum_bytes != 0.0);
@@ -229,5 +193,38 @@ mod tests {
                 ),
             ]
         );
+    }
+    #[test]
+    fn unnamed_frames_inside_a_jemalloc_mapping_are_charged_to_the_caller() {
+        let mut p = Profile::new(512);
+        // leaf first: two unnamed addresses inside Debian's stripped libjemalloc.so.2, then the
+        // program.
+        p.stacks = vec![stack(
+            &[0x7f00_0001_0010, 0x7f00_0001_0021, 0x40_1011, 0x40_2011],
+            800.0,
+        )];
+        let mut symbols = SymbolTable::default();
+        symbols
+            .names
+            .insert(0x40_1010, vec!["PyList_Append".to_string()]);
+        symbols.names.insert(0x40_2010, vec!["main".to_string()]);
+        p.symbols = Some(symbols);
+        p.mapped_libraries = Some(
+            "400000-500000 r-xp 00000000 fe:00 1 /usr/bin/python3\n\
+             7f0000010000-7f0000080000 r-xp 00010000 fe:00 2 \
+             /usr/lib/x86_64-linux-gnu/libjemalloc.so.2\n"
+                .to_string(),
+        );
+        let c = charge(&p);
+        let names: Vec<(&str, f64, f64)> = c
+            .sites
+            .iter()
+            .map(|s| (s.name.as_str(), s.bytes, s.cum_bytes))
+            .collect();
+        assert_eq!(
+            names,
+            vec![("PyList_Append", 800.0, 800.0), ("main", 0.0, 800.0)]
+        );
+        assert_eq!(c.folded, vec![("main;PyList_Append".to_string(), 800.0)]);
     }
 }

@@ -15,7 +15,9 @@
 //! - the profiler's endpoints with the command lines that read them.
 //!
 //! Two producers fill a [`Page`]: the shim's listener serves it at `/` from the process's own
-//! profile, its sites charged by [`charge()`] and its history from the in-process leak history;
+//! profile, its sites charged by [`charge()`] (a thin caller of the workspace's one charging
+//! engine, [`jeprof_dumpfmt::charge`], which `jeprof-compat`'s reports call too: the page keeps no
+//! rules of its own) and its history from the in-process leak history;
 //! `jeprof-compat report --html OUT.html DUMP...` writes it from dumps, its sites from the text
 //! report's own engine, its history from the series of dumps.
 //!
@@ -58,7 +60,8 @@
 //!   its binaries to be named is `jeprof-compat`'s to charge (`report --html`).
 //!
 //! ## Modules, bottom to top
-//! [`escape`] and [`model`] use no other module; [`charge`](mod@charge) uses model; [`flame`]
+//! [`escape`] and [`model`] use no other module; [`charge`](mod@charge) uses model (and the
+//! engine in `jeprof-dumpfmt`); [`flame`]
 //! uses none; [`chart`] uses escape and model; [`html`] uses all of them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

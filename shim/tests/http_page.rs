@@ -187,11 +187,23 @@ fn the_page_shows_the_figures_report_prints_for_a_dump_of_the_moment() {
     let rows = page_site_rows(&html);
     check_rows(&rows, &report_rows);
     // Live bytes over time from the leak history, this program's largest site the first line
-    // (named as /debug/pprof/leaks names its suspects).
+    // (named as /debug/pprof/leaks names its suspects and the table its rows, by the charging
+    // engine: ` (inline)` where the closure was inlined).
     assert!(html.contains("<svg class=\"chart\""), "{html}");
+    let chart = &html[html.find("<svg class=\"chart\"").unwrap()..];
+    let line = chart
+        .split("<title>")
+        .nth(1)
+        .and_then(|t| t.split_once("</title>"))
+        .map(|(name, _)| name)
+        .unwrap_or_default();
     assert!(
-        html.contains("<title>http_page::page_held_buffers::{{closure}}</title>"),
-        "{html}"
+        line.starts_with("http_page::page_held_buffers::{{closure}}"),
+        "{chart}"
+    );
+    assert!(
+        rows.iter().any(|r| r[0] == line),
+        "the chart's line {line:?} is not named as a row of the table"
     );
     // The allocator's reading of the same snapshot.
     assert!(html.contains("<pre id=\"allocator\">allocated: "), "{html}");

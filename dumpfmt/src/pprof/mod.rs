@@ -24,8 +24,8 @@ use std::io::Write;
 
 use prost::Message;
 
+use crate::charge::{self, Objects, SkipRules};
 use crate::error::Error;
-use crate::frames::{self, SkipRules};
 use crate::maps::{self, Mapping};
 use crate::model::{Counts, Profile};
 
@@ -314,8 +314,8 @@ pub struct Options {
 /// The pprof message for `profile`, with names (and, where the table has them, source files and
 /// lines) from its symbol table (a profile without one gives
 /// locations without lines, which pprof symbolizes from the mappings' files if it can). Allocator
-/// frames are removed as [`crate::frames::interesting_start`] says, so flat lands on the code that
-/// allocated.
+/// frames are removed as the charging engine says ([`charge::allocator_frames`], by name and by
+/// the object an address lies in), so flat lands on the code that allocated.
 pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
     let mut header = options.header.clone();
     if header.period == 0 {
@@ -327,6 +327,7 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
         .as_deref()
         .map(maps::parse_maps)
         .unwrap_or_default();
+    let objects = Objects::from_mappings(&mappings);
     let names = profile.symbols.as_ref().map(|s| &s.names);
     let program = program_mapping(&mappings, &header.labels, profile, &options.build_ids);
     let mapping_info = |m: &Mapping| MappingInfo {
@@ -367,11 +368,13 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
             }
         }));
         let names_of = |key: u64| names.and_then(|n| n.get(&key));
-        let start = frames::interesting_start(
-            keys.len(),
-            |i| names_of(keys[i]).and_then(|n| n.last()).map(String::as_str),
-            options.skip,
-        );
+        let start = charge::allocator_frames(keys.len(), |i| {
+            charge::classify(
+                names_of(keys[i]).and_then(|n| n.last()).map(String::as_str),
+                objects.at(keys[i]),
+                options.skip,
+            )
+        });
         let mut ids = Vec::with_capacity(keys.len() - start);
         for &key in &keys[start..] {
             let mapping_id = match maps::find(&mappings, key) {

@@ -73,8 +73,10 @@ pub(crate) struct Common {
     /// Shorten names exactly as jeprof does (strips `<...>` and `(...)`, garbling Rust names).
     #[arg(long = "jeprof_names", alias = "jeprof-names")]
     pub(crate) jeprof_names: bool,
-    /// Keep Rust allocator frames (`__rust_alloc`, `alloc::alloc::*`, GlobalAlloc impls, the shim's),
-    /// which jeprof keeps; jeprof's own skip list (malloc, jemalloc internals) always applies.
+    /// Keep Rust allocator frames (`__rust_alloc`, `alloc::alloc::*`, GlobalAlloc impls, the shim's)
+    /// and frames inside the allocator's objects whatever their names (libjemalloc, libtcmalloc,
+    /// libmimalloc, the preload library, libc's malloc family), which jeprof keeps; jeprof's own
+    /// skip list (malloc, jemalloc internals) always applies.
     #[arg(long = "keep_alloc_frames", alias = "keep-alloc-frames")]
     pub(crate) keep_alloc_frames: bool,
     /// Read dumps that were cut while being written (a crash, a full disk, a copy taken too early):

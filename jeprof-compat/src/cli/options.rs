@@ -95,8 +95,10 @@ impl Common {
     }
 
     pub(crate) fn skip(&self) -> SkipRules {
+        // `--keep_alloc_frames`: jeprof's rule, its skip list by name only.
         SkipRules {
             rust_allocator_frames: !self.keep_alloc_frames,
+            allocator_objects: !self.keep_alloc_frames,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use jeprof_dumpfmt::charge::{self, FrameClass, LAST_USER_ADDRESS};
 use jeprof_dumpfmt::maps::Mapping;
 use jeprof_dumpfmt::{labels, Counts, Profile};
 
@@ -13,12 +14,8 @@ use crate::attribution::Attribution;
 use crate::hash::FastMap;
 use crate::input::MemoryMap;
 use crate::names::SkipRules;
-use crate::report::{allocator_names_inlined, cuts_stack};
+use crate::report::{allocator_names_inlined, frame_class};
 use crate::symbolize::{is_shared_library, unsymbolized_identity, Frame, ResolvedProfile};
-
-/// Addresses above this (kernel addresses) are dropped by jeprof's `TranslateStack`, and so from
-/// `frames` (they stay in `locations` and `addresses`).
-const LAST_USER_ADDRESS: u64 = 0x7fff_ffff_ffff_ffff;
 
 /// What names a dump: the columns every row of the dump shares.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,24 +195,16 @@ pub fn rows(
             of_stack.push(k);
         }
         let texts_of_stack: Vec<&FrameText> = of_stack.iter().map(|&k| &texts[k]).collect();
-        // jeprof's `RemoveUninterestingFrames`: everything up to and including the last
-        // allocator frame seen from the leaf goes (`crate::report::interesting_frames`).
-        let first_interesting = texts_of_stack
-            .iter()
-            .rposition(|t| t.uninteresting)
-            .map_or(0, |k| k + 1);
+        // The charging engine's rules 1 and 3 (`jeprof_dumpfmt::charge`): everything up to and
+        // including the last allocator frame seen from the leaf goes; the user frame is the
+        // first function `hide` passes, else the leaf's.
+        let first_interesting =
+            charge::allocator_frames(texts_of_stack.len(), |k| texts_of_stack[k].class);
         let shown = &texts_of_stack[first_interesting..];
-        let mut frames = Vec::with_capacity(shown.iter().map(|t| t.names.len()).sum());
-        let mut user_frame = None;
-        for t in shown {
-            for (name, hidden) in &t.names {
-                if user_frame.is_none() && !hidden {
-                    user_frame = Some(name.clone());
-                }
-                frames.push(name.clone());
-            }
-        }
-        let user_frame = user_frame.or_else(|| frames.first().cloned());
+        let named: Vec<&(Arc<str>, bool)> = shown.iter().flat_map(|t| &t.names).collect();
+        let cut = hide.cut(named.len(), |k| named[k].1, |_| false);
+        let frames: Vec<Arc<str>> = named.iter().map(|n| n.0.clone()).collect();
+        let user_frame = frames.get(cut.flat).cloned();
         let locations = texts_of_stack.iter().map(|t| t.location.clone()).collect();
         let addresses = stack
             .frames
@@ -253,8 +242,8 @@ pub fn rows(
 
 /// What one frame contributes to the rows of every stack holding it.
 struct FrameText {
-    /// An allocator frame jeprof's `RemoveUninterestingFrames` cuts the stack at.
-    uninteresting: bool,
+    /// What the charging engine makes of it (allocator frame or not).
+    class: FrameClass,
     /// Its names in `frames`, innermost first, each with whether [`Attribution::user_code`]
     /// passes over it: none for a kernel address, inlined allocator names left out, inlined
     /// names suffixed ` (inline)`.
@@ -273,17 +262,13 @@ impl FrameText {
                 if name.is_empty() {
                     continue;
                 }
-                let name: Arc<str> = if j < last {
-                    format!("{name} (inline)").into()
-                } else {
-                    name.as_str().into()
-                };
+                let name: Arc<str> = charge::row_name(name, j < last).into();
                 let hidden = hide.hides(&name);
                 names.push((name, hidden));
             }
         }
         FrameText {
-            uninteresting: cuts_stack(f, skip),
+            class: frame_class(f, skip),
             names,
             location: unsymbolized_identity(f.key, f.module.as_ref().map(|(p, o)| (&**p, *o)))
                 .into(),

@@ -6,6 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use jeprof_dumpfmt::charge::{self, Objects};
 use jeprof_dumpfmt::Profile;
 use rayon::prelude::*;
 use regex::Regex;
@@ -217,12 +218,9 @@ impl Builder {
         self.sums.total += value;
         self.sums.total_variance += variance;
         let infos = &self.translator.infos;
-        // jeprof throws away everything up to and including the *last* allocator frame seen
-        // from the leaf ([`interesting_frames`]).
-        let cut = slots
-            .iter()
-            .rposition(|&s| infos.uninteresting[s as usize])
-            .map_or(0, |i| i + 1);
+        // Everything up to and including the *last* allocator frame seen from the leaf goes
+        // (the charging engine's rule 1, as [`interesting_frames`]).
+        let cut = charge::allocator_frames(slots.len(), |i| infos.class[slots[i] as usize]);
         let mut slots = &slots[cut..];
         // jeprof's `FilterFrames` (`--retain`/`--exclude`), then `--focus`, then `--ignore`
         // ([`crate::report::filters`]).
@@ -326,7 +324,14 @@ impl Builder {
         let focus = self.focus.as_ref();
         self.translator.reserve(index.keys.len(), focus.is_some());
         let map = MemoryMap::of(profile);
-        let mut infos = KeyInfos::new(&mut self.translator, self.skip, focus, symbolize.style);
+        // The allocator's objects, by the memory map (parsed only under the project's rules).
+        let objects = if self.skip.allocator_objects {
+            Objects::from_mappings(map.mappings())
+        } else {
+            Objects::default()
+        };
+        let style = symbolize.style;
+        let mut infos = KeyInfos::new(&mut self.translator, self.skip, focus, style, objects);
         name_keys(profile, index, symbolize, &map, &mut infos)
     }
 
@@ -627,6 +632,7 @@ mod tests {
                     show_bytes: true,
                     skip: SkipRules {
                         rust_allocator_frames: !keep,
+                        allocator_objects: !keep,
                     },
                     focus,
                     ..Default::default()

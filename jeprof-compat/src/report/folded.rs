@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::PathBuf;
 
+use jeprof_dumpfmt::charge;
+
 use super::frames::{allocator_names_inlined, shown_frames};
 use super::model::ReportOptions;
 use super::text::{perl_int, units};
@@ -45,9 +47,7 @@ pub fn collapsed(profiles: &[ResolvedProfile], options: &ReportOptions) -> Vec<(
                     let last = f.full_names.len().saturating_sub(1);
                     let first = allocator_names_inlined(f, options.skip);
                     for (j, n) in f.full_names.iter().enumerate().skip(first) {
-                        // `;` separates frames in the folded format.
-                        let n = n.replace(';', ":");
-                        names.push(if j < last { format!("{n}[inline]") } else { n });
+                        names.push(charge::folded_name(n, j < last));
                         clean.push(f.names.get(j).map_or("", String::as_str));
                     }
                 }

@@ -1,48 +1,48 @@
 //! Which frames of a resolved stack a report shows, and the functions it makes of a frame:
 //! jeprof's `RemoveUninterestingFrames`, `FilterFrames` (`--retain`, `--exclude`), `--focus`,
 //! `--ignore` and `TranslateStack`, for what takes resolved profiles (folded stacks, the views,
-//! pprof, export). The text report applies the same rules once per distinct frame
+//! pprof, export). Which frames are the allocator's is the charging engine's
+//! ([`jeprof_dumpfmt::charge`]); the text report calls it once per distinct frame
 //! ([`super::translate`]).
 
+use jeprof_dumpfmt::charge::{self, FrameClass, Object};
 use regex::Regex;
 
 use super::filters::frame_matches;
 use super::lines;
 use super::model::ReportOptions;
-use crate::names::{self, SkipRules};
+use crate::names::SkipRules;
 use crate::symbolize::keys::LAST_USER_ADDRESS;
 use crate::symbolize::{unnamed, Frame};
 
-/// The frames of a stack that survive `RemoveUninterestingFrames`, innermost first.
+/// The frames of a stack that survive `RemoveUninterestingFrames` (under `skip`, by name and,
+/// unless jeprof's rules, by the object a frame lies in), innermost first.
 pub fn interesting_frames(
     frames: &[std::sync::Arc<Frame>],
     skip: SkipRules,
 ) -> &[std::sync::Arc<Frame>] {
-    // jeprof throws away everything up to and including the *last* allocator frame seen from the leaf.
-    match frames.iter().rposition(|f| cuts_stack(f, skip)) {
-        Some(i) => &frames[i + 1..],
-        None => frames,
-    }
+    // Everything up to and including the *last* allocator frame seen from the leaf goes.
+    &frames[charge::allocator_frames(frames.len(), |i| frame_class(&frames[i], skip))..]
 }
 
-/// Whether `frame` is an allocator frame [`interesting_frames`] cuts a stack at (jeprof only
-/// skips frames with real names).
-pub(crate) fn cuts_stack(frame: &Frame, skip: SkipRules) -> bool {
-    frame.symbolized && names::is_uninteresting(frame.function(), skip)
+/// What the charging engine makes of `frame` ([`charge::classify`]): jeprof only skips frames with
+/// real names; the object is the mapped file the frame lies in.
+pub(crate) fn frame_class(frame: &Frame, skip: SkipRules) -> FrameClass {
+    let object = frame
+        .module
+        .as_ref()
+        .map_or(Object::Other, |(path, _)| charge::object_of(path));
+    charge::classify(frame.symbolized.then(|| frame.function()), object, skip)
 }
 
 /// How many of a frame's innermost names are allocator functions Rust inlined into its caller
-/// (the text report skips them the same way, in `Translator::push_info`), the outermost never.
+/// ([`charge::inlined_allocator_names`]; the text report skips them the same way, in
+/// `Translator::push_info`), the outermost never.
 pub(crate) fn allocator_names_inlined(frame: &Frame, skip: SkipRules) -> usize {
-    if !frame.symbolized || !skip.rust_allocator_frames {
+    if !frame.symbolized {
         return 0;
     }
-    let names = &frame.names;
-    names
-        .iter()
-        .take(names.len().saturating_sub(1))
-        .take_while(|n| names::is_uninteresting(n, skip))
-        .count()
+    charge::inlined_allocator_names(&frame.names, skip)
 }
 
 fn focus_matches(frames: &[std::sync::Arc<Frame>], focus: &Regex) -> bool {
@@ -104,24 +104,12 @@ pub fn frame_functions(frame: &Frame, options: &ReportOptions) -> Vec<String> {
             unnamed(frame.key, prefixed)
         }];
     }
-    let mut first = 0;
-    if options.skip.rust_allocator_frames {
-        while frame.names.len() - first > 1
-            && names::is_uninteresting(&frame.names[first], options.skip)
-        {
-            first += 1;
-        }
-    }
+    let first = allocator_names_inlined(frame, options.skip);
     let last = frame.names.len().saturating_sub(1);
     (first..frame.names.len())
         .filter(|&j| !frame.names[j].is_empty())
         .map(|j| {
-            let name = &frame.names[j];
-            let name = if j < last {
-                format!("{name} (inline)")
-            } else {
-                name.clone()
-            };
+            let name = charge::row_name(&frame.names[j], j < last);
             if options.lines {
                 lines::with_line(&name, frame.line(j))
             } else {

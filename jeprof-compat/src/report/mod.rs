@@ -13,6 +13,10 @@
 //!    flat (descending; cum with `--cum`) then name, rows with flat = cum = 0 left out, percentages
 //!    of the flat total.
 //!
+//! The rules of steps 2, 4 and 6 are the workspace's charging engine ([`jeprof_dumpfmt::charge`]);
+//! under [`ReportOptions::skip`]'s default (not `--keep_alloc_frames`) step 2 also removes Rust's
+//! allocator shims and the frames inside the allocator's own objects, whatever they are named.
+//!
 //! Our own mode adds one step between 4 and 5 ([`ReportOptions::attribution`],
 //! [`crate::attribution`]): `--show_from` drops functions toward the root, and flat goes to the
 //! first function (from the leaf) that `--hide` does not match, by default the first that is not
@@ -63,7 +67,7 @@ pub use allocator::{allocator_files, AllocatorReport, SeriesChange};
 pub use folded::{collapsed, collapsed_files, flamegraph, flamegraph_title, format_collapsed};
 pub(crate) use frames::allocator_names_inlined;
 #[cfg(feature = "export")]
-pub(crate) use frames::cuts_stack;
+pub(crate) use frames::frame_class;
 pub use frames::{frame_functions, interesting_frames, shown_frames};
 pub use model::{FunctionFigures, FunctionName, Measure, Report, ReportOptions, Row};
 pub use text::{

@@ -1,5 +1,6 @@
 //! The text report's names: each function's name held once ([`Names`]), and each distinct frame
-//! translated once ([`Translator`]: jeprof's allocator-frame test, `--focus`, `--ignore`,
+//! translated once ([`Translator`]: the charging engine's allocator-frame test
+//! ([`jeprof_dumpfmt::charge::classify`]), `--focus`, `--ignore`,
 //! `--retain`/`--exclude`, and `TranslateStack`'s functions), in flat arrays that a dump of a
 //! million distinct addresses can afford. [`KeyInfos`] is the report's side of the translation
 //! engine ([`crate::symbolize::keys`]).
@@ -7,6 +8,7 @@
 use std::hash::Hasher as _;
 
 use hashbrown::hash_table::{Entry, HashTable};
+use jeprof_dumpfmt::charge::{self, FrameClass, Object, Objects};
 use jeprof_dumpfmt::SourceLine;
 use regex::Regex;
 
@@ -14,7 +16,7 @@ use super::filters::{frame_matches, StackFilters};
 use super::lines::{unnamed_with_line, with_line};
 use super::model::FunctionName;
 use crate::hash::{FastHasher, FastMap};
-use crate::names::{self, NameStyle, SkipRules};
+use crate::names::{NameStyle, SkipRules};
 use crate::symbolize::keys::{entry_names, EntryLines, Found, KeyNames, LAST_USER_ADDRESS};
 use crate::symbolize::{unnamed, Frame};
 
@@ -144,12 +146,13 @@ impl Names {
     }
 }
 
-/// Per distinct frame, what the report needs of it: whether it is an allocator frame jeprof removes
-/// (a string test, so computed once), whether it matches `--focus`, and its translated function
-/// ids; in flat arrays (a dump of a million distinct addresses has a million of these).
+/// Per distinct frame, what the report needs of it: whether it is an allocator frame the report
+/// removes (the charging engine's [`FrameClass`]: string tests, so computed once), whether it
+/// matches `--focus`, and its translated function ids; in flat arrays (a dump of a million
+/// distinct addresses has a million of these).
 #[derive(Default)]
 pub(super) struct Infos {
-    pub(super) uninteresting: Vec<bool>,
+    pub(super) class: Vec<FrameClass>,
     /// Empty without `--focus`.
     pub(super) focus: Vec<bool>,
     /// Whether `--ignore` matches the frame; empty without `--ignore`.
@@ -164,7 +167,7 @@ pub(super) struct Infos {
 impl Infos {
     /// Room for `frames` more infos of one id each (the usual), and their `--focus` flags.
     fn reserve(&mut self, frames: usize, focus: bool) {
-        self.uninteresting.reserve(frames);
+        self.class.reserve(frames);
         self.ends.reserve(frames);
         self.ids.reserve(frames);
         if focus {
@@ -230,21 +233,28 @@ impl Translator {
         if let Some(&slot) = self.slots.get(&key) {
             return slot;
         }
-        let slot = self.push_info(&f.names, &f.lines, f.symbolized, f.key, skip, focus);
+        let object = f
+            .module
+            .as_ref()
+            .map_or(Object::Other, |(path, _)| charge::object_of(path));
+        let slot = self.push_info(&f.names, &f.lines, f.symbolized, f.key, object, skip, focus);
         self.slots.insert(key, slot);
         slot
     }
 
     /// Adds the info of a frame with these names (innermost first, as [`Frame::names`] holds
-    /// them) at lookup key `key`: whether it is an allocator frame, whether it matches `focus`
+    /// them) at lookup key `key`, inside `object`: whether it is an allocator frame, whether it
+    /// matches `focus`
     /// (its 16-digit key or one of its names, as jeprof's `--focus`), and its translated
     /// functions; returns its index in `infos`.
+    #[allow(clippy::too_many_arguments)]
     fn push_info<S: AsRef<str>>(
         &mut self,
         names: &[S],
         lines: &[Option<SourceLine>],
         symbolized: bool,
         key: u64,
+        object: Object,
         skip: SkipRules,
         focus: Option<&Regex>,
     ) -> u32 {
@@ -262,17 +272,16 @@ impl Translator {
             self.infos.dropped.push(dropped);
         }
         let (mut names, mut lines) = (names, lines);
-        if symbolized && skip.rust_allocator_frames {
+        if symbolized {
             // Rust inlines its allocation shims (and a profiler's `GlobalAlloc`) into the caller,
             // so one address can carry allocator names innermost and the caller's outermost: it
             // belongs to its innermost name that is not an allocator frame.
-            while names.len() > 1 && names::is_uninteresting(names[0].as_ref(), skip) {
-                names = &names[1..];
-                lines = lines.get(1..).unwrap_or_default();
-            }
+            let inlined = charge::inlined_allocator_names(names, skip);
+            names = &names[inlined..];
+            lines = lines.get(inlined..).unwrap_or_default();
         }
-        let function = names.last().map_or("", AsRef::as_ref);
-        let uninteresting = symbolized && names::is_uninteresting(function, skip);
+        let function = names.last().map(AsRef::as_ref).filter(|_| symbolized);
+        let class = charge::classify(function, object, skip);
         if self.lines {
             // `name file:line` per name, the inlined ones `name (inline) file:line`, as
             // `TranslateStack` ([`with_line`]).
@@ -281,11 +290,7 @@ impl Translator {
                 .map(|j| {
                     let line = lines.get(j).and_then(Option::as_ref);
                     let name = names[j].as_ref();
-                    if j < last {
-                        with_line(&format!("{name} (inline)"), line)
-                    } else {
-                        with_line(name, line)
-                    }
+                    with_line(&charge::row_name(name, j < last), line)
                 })
                 .collect();
             if key <= LAST_USER_ADDRESS {
@@ -297,14 +302,21 @@ impl Translator {
         } else {
             self.translate(names, key);
         }
-        self.infos.uninteresting.push(uninteresting);
+        self.infos.class.push(class);
         self.infos.ends.push(self.infos.ids.len());
         (self.infos.len() - 1) as u32
     }
 
     /// [`Translator::push_info`] for an address nothing names, whose one name is [`unnamed`]`(key,
-    /// prefixed)`: interned as the address.
-    fn push_unnamed(&mut self, key: u64, prefixed: bool, focus: Option<&Regex>) -> u32 {
+    /// prefixed)`, inside `object`: interned as the address.
+    fn push_unnamed(
+        &mut self,
+        key: u64,
+        prefixed: bool,
+        object: Object,
+        skip: SkipRules,
+        focus: Option<&Regex>,
+    ) -> u32 {
         if let Some(focus) = focus {
             let matches =
                 focus.is_match(&format!("{key:016x}")) || focus.is_match(&unnamed(key, prefixed));
@@ -329,8 +341,8 @@ impl Translator {
             };
             self.infos.ids.push(id);
         }
-        // Not symbolized: never an allocator frame.
-        self.infos.uninteresting.push(false);
+        // Not symbolized: an allocator frame by its object only.
+        self.infos.class.push(charge::classify(None, object, skip));
         self.infos.ends.push(self.infos.ids.len());
         (self.infos.len() - 1) as u32
     }
@@ -349,7 +361,7 @@ impl Translator {
             let id = if j < last {
                 self.scratch.clear();
                 self.scratch.push_str(n);
-                self.scratch.push_str(" (inline)");
+                self.scratch.push_str(charge::INLINE_SUFFIX);
                 self.names.intern(FunctionName::Text(&self.scratch))
             } else {
                 self.names.intern(FunctionName::Text(n))
@@ -375,22 +387,26 @@ pub(super) fn reduced_functions(infos: &Infos, slots: &[u32], out: &mut Vec<u32>
 /// The text report's side of the translation engine ([`crate::symbolize::keys::name_keys`]): an
 /// info of the [`Translator`] per key. Each distinct symbol-section entry gets one info, shared by
 /// its keys, unless `--focus`, `--ignore` (which match the key too) or `--lines` (which names the
-/// key's own lines) need one per key.
+/// key's own lines) need one per key. A key's object (the allocator's, libc, other) comes from the
+/// dump's memory map ([`Objects`]); an entry is shared per object.
 pub(super) struct KeyInfos<'t, 'p> {
     translator: &'t mut Translator,
     skip: SkipRules,
     focus: Option<&'t Regex>,
     style: NameStyle,
     per_key: bool,
-    by_entry: FastMap<&'p [String], u32>,
+    objects: Objects,
+    by_entry: FastMap<(&'p [String], Object), u32>,
 }
 
 impl<'t> KeyInfos<'t, '_> {
+    /// `objects` is the dump's allocator and libc mappings (none under jeprof's rules).
     pub(super) fn new(
         translator: &'t mut Translator,
         skip: SkipRules,
         focus: Option<&'t Regex>,
         style: NameStyle,
+        objects: Objects,
     ) -> Self {
         let per_key = focus.is_some() || translator.filters.ignore.is_some() || translator.lines;
         KeyInfos {
@@ -399,6 +415,7 @@ impl<'t> KeyInfos<'t, '_> {
             focus,
             style,
             per_key,
+            objects,
             by_entry: FastMap::default(),
         }
     }
@@ -407,27 +424,38 @@ impl<'t> KeyInfos<'t, '_> {
 impl<'p> KeyNames<'p> for KeyInfos<'_, 'p> {
     fn entry(&mut self, key: u64, raw: &'p [String], lines: EntryLines<'p>) -> u32 {
         let (skip, focus, style) = (self.skip, self.focus, self.style);
+        let object = self.objects.at(key);
         if key > LAST_USER_ADDRESS || self.per_key {
             // Dropped by `TranslateStack` (no functions interned), still an allocator frame or
             // not, and rare; or matched or named by its own key too: not shared.
             let names = entry_names(raw, style);
             return self
                 .translator
-                .push_info(&names, lines.get(), true, key, skip, focus);
+                .push_info(&names, lines.get(), true, key, object, skip, focus);
         }
         let translator = &mut *self.translator;
-        *self.by_entry.entry(raw).or_insert_with(|| {
-            translator.push_info(&entry_names(raw, style), &[], true, key, skip, None)
+        *self.by_entry.entry((raw, object)).or_insert_with(|| {
+            translator.push_info(&entry_names(raw, style), &[], true, key, object, skip, None)
         })
     }
 
     fn found(&mut self, key: u64, found: Found) -> u32 {
-        self.translator
-            .push_info(&found.names, &found.lines, true, key, self.skip, self.focus)
+        let object = self.objects.at(key);
+        self.translator.push_info(
+            &found.names,
+            &found.lines,
+            true,
+            key,
+            object,
+            self.skip,
+            self.focus,
+        )
     }
 
     fn unnamed(&mut self, key: u64, prefixed: bool) -> u32 {
-        self.translator.push_unnamed(key, prefixed, self.focus)
+        let object = self.objects.at(key);
+        self.translator
+            .push_unnamed(key, prefixed, object, self.skip, self.focus)
     }
 }
 
@@ -447,9 +475,8 @@ mod tests {
         ];
         let functions = |skip: SkipRules| {
             let mut t = Translator::default();
-            let info = t.push_info(&names, &[], true, 0x1000, skip, None);
-            let uninteresting = t.infos.uninteresting[info as usize];
-            assert!(!uninteresting);
+            let info = t.push_info(&names, &[], true, 0x1000, Object::Other, skip, None);
+            assert_eq!(t.infos.class[info as usize], FrameClass::Program);
             t.infos
                 .ids(info)
                 .iter()
@@ -464,9 +491,7 @@ mod tests {
             ]
         );
         // As jeprof does: every inlined name kept, the innermost one gets the flat figure.
-        let kept = functions(SkipRules {
-            rust_allocator_frames: false,
-        });
+        let kept = functions(SkipRules::JEPROF);
         assert_eq!(kept.len(), 5);
         assert!(kept[0].ends_with("GlobalAlloc>::alloc (inline)"));
     }

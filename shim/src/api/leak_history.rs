@@ -10,9 +10,12 @@ use std::time::{Duration, SystemTime};
 pub struct LeakSuspect {
     /// The user frame: the stack's first function from the leaf, once the allocator's frames
     /// are removed, that is not the standard library's or the allocator's
-    /// (`jeprof_dumpfmt::frames::DEFAULT_HIDE`), as `jeprof-compat` charges flat by default.
+    /// (`jeprof_dumpfmt::frames::DEFAULT_HIDE`), as `jeprof-compat` charges flat by default (the
+    /// charging engine, `jeprof_dumpfmt::charge`), named as its rows name it (` (inline)` for an
+    /// inlined function).
     pub function: String,
-    /// The stack's functions, leaf first (inlined ones included), without the allocator's frames.
+    /// The stack's functions, leaf first (inlined ones included, suffixed ` (inline)`), without
+    /// the allocator's frames.
     pub stack: Vec<String>,
     /// Growth over the test's window, in bytes per second.
     pub rate: f64,

@@ -25,7 +25,9 @@ use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use jeprof_dumpfmt::frames::{default_hide, interesting_start, SkipRules};
+use jeprof_dumpfmt::charge::{
+    charge_stack, Attribution, ChargedStack, NamedFrame, Objects, SkipRules,
+};
 use jeprof_dumpfmt::leaks::{self as test, LeakOptions, Plan, Point, Trend};
 use jeprof_dumpfmt::model::symbol_key;
 
@@ -446,7 +448,8 @@ pub(crate) type SiteBytes = (String, Vec<f64>);
 const SERIES_STACKS: usize = 64;
 
 /// The user frame and the functions (leaf first, allocator frames removed) of each stack,
-/// symbolized in-process (only these stacks' frames are looked up).
+/// symbolized in-process (only these stacks' frames are looked up) and charged by the workspace's
+/// charging engine ([`jeprof_dumpfmt::charge`]), named as the page's sites are.
 fn name_stacks(ids: &[u32]) -> Vec<(String, Vec<String>)> {
     let frames: Vec<&'static [u64]> = {
         let table = lock(&STACKS);
@@ -473,35 +476,28 @@ fn name_stacks(ids: &[u32]) -> Vec<(String, Vec<String>)> {
     keys.sort_unstable();
     keys.dedup();
     let (symbols, _) = symbolize::symbol_table(&keys);
-    let hide = default_hide();
+    // The allocator's objects (a preloaded jemalloc, the preload library) by this process's
+    // memory map, as the page's sites are charged ([`jeprof_page::charge`]).
+    let maps = std::fs::read_to_string("/proc/self/maps").ok();
+    let objects = Objects::from_maps_text(maps.as_deref());
+    let attribution = Attribution::user_code();
+    let no_names: Vec<String> = Vec::new();
+    let mut frames: Vec<NamedFrame<'_>> = Vec::new();
+    let mut charged = ChargedStack::default();
     keyed
         .iter()
         .map(|keys| {
-            let per_frame: Vec<Option<&Vec<String>>> =
-                keys.iter().map(|k| symbols.names.get(k)).collect();
-            let start = interesting_start(
-                per_frame.len(),
-                |i| {
-                    per_frame[i]
-                        .and_then(|names| names.last())
-                        .map(String::as_str)
-                },
-                SkipRules::default(),
-            );
-            let functions: Vec<String> = keys[start..]
-                .iter()
-                .zip(&per_frame[start..])
-                .flat_map(|(key, names)| match names {
-                    Some(names) => names.to_vec(),
-                    None => vec![format!("0x{key:x}")],
-                })
-                .collect();
-            let function = functions
-                .iter()
-                .find(|f| !hide.is_match(f))
-                .or(functions.first())
-                .cloned()
-                .unwrap_or_else(|| "(no frames)".to_string());
+            frames.clear();
+            frames.extend(keys.iter().map(|&key| NamedFrame {
+                key,
+                names: symbols.names.get(&key).unwrap_or(&no_names),
+                object: objects.at(key),
+            }));
+            charge_stack(&frames, SkipRules::default(), &attribution, &mut charged);
+            let functions: Vec<String> = charged.functions.iter().map(|f| f.row_name()).collect();
+            let function = charged
+                .flat()
+                .map_or_else(|| "(no frames)".to_string(), |f| f.row_name());
             (function, functions)
         })
         .collect()
