@@ -30,7 +30,7 @@ pub(crate) fn run(args: LeaksArgs) -> anyhow::Result<()> {
             ..ReportOptions::default()
         },
     };
-    let symbolize = args.common.symbolize()?;
+    let symbolize = args.common.symbolize_own()?;
     let policy = args.common.read_policy();
     let found = leaks::find_leaks(&args.dumps, &symbolize, &options, &policy)?;
     if let Some(svg) = &args.svg {
