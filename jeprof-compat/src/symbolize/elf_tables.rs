@@ -76,6 +76,8 @@ pub(crate) struct ElfTables {
     pub(crate) debuglink: Option<(String, u32)>,
     /// Whether `.debug_info` has bytes here (a stripped file's is gone, a debug file's kept).
     pub(crate) has_dwarf: bool,
+    /// `.gnu_debugdata` (MiniDebugInfo: an xz-compressed ELF holding a `.symtab`), as stored.
+    pub(crate) debugdata: Option<Vec<u8>>,
     /// `(file offset, file size, virtual address)` of each `PT_LOAD` segment.
     pub(crate) segments: Vec<(u64, u64, u64)>,
 }
@@ -97,11 +99,15 @@ impl ElfTables {
         let table = file.elf_section_table();
         let mut sections = Vec::with_capacity(table.len());
         let mut has_dwarf = false;
+        let mut debugdata = None;
         for (index, header) in table.iter().enumerate() {
             let name = table
                 .section_name(endian, header)
                 .map(|n| String::from_utf8_lossy(n).into_owned())
                 .unwrap_or_default();
+            if name == ".gnu_debugdata" && header.sh_type(endian) != elf::SHT_NOBITS {
+                debugdata = header.data(endian, data).ok().map(<[u8]>::to_vec);
+            }
             let flags = header.sh_flags(endian);
             let nobits = header.sh_type(endian) == elf::SHT_NOBITS;
             if name == ".debug_info" && !nobits && header.sh_size(endian) > 0 {
@@ -180,6 +186,7 @@ impl ElfTables {
             build_id,
             debuglink,
             has_dwarf,
+            debugdata,
         })
     }
 

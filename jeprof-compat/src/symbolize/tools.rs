@@ -6,7 +6,8 @@
 //! - else a separate debug file: by build id, then by `.gnu_debuglink`
 //!   ([`super::debug_files::separate_debug_file`]), in the system debug directory
 //!   (`/usr/lib/debug`, as binutils, gdb and perf look by default) and in the `--debug-dir`s;
-//! - MiniDebugInfo (`.gnu_debugdata`) is not read: see jeprof-compat/README.md.
+//! - MiniDebugInfo (`.gnu_debugdata`: an xz-compressed ELF whose `.symtab` keeps the functions
+//!   `.dynsym` lacks), read by the project's rule only: jeprof's tools do not read it.
 //!
 //! jeprof's rule ([`ObjectNames::jeprof`]) is its `addr2line -f -C [-i]` then `nm` fallback:
 //! addr2line's answer (DWARF, else BFD's nearest preceding function symbol of the debug file, or
@@ -41,6 +42,8 @@ pub(crate) struct ObjectNames {
     tables: ElfTables,
     dwarf: Option<addr2line::Loader>,
     debug_tables: Option<ElfTables>,
+    /// The MiniDebugInfo's tables, when the object carries one.
+    mini: Option<ElfTables>,
     nm: NmBoundaries,
 }
 
@@ -60,10 +63,12 @@ impl ObjectNames {
                 None => (None, None),
             }
         };
+        let mini = tables.debugdata.as_deref().and_then(mini_debug_info);
         Some(ObjectNames {
             tables,
             dwarf,
             debug_tables,
+            mini,
             nm,
         })
     }
@@ -154,7 +159,8 @@ impl ObjectNames {
     }
 
     /// The project's names for `address`: DWARF's functions, else the function symbol whose
-    /// size covers it (of the debug file, else of the object's `.symtab`, else `.dynsym`);
+    /// size covers it (of the debug file, else of the object's `.symtab`, else of its
+    /// MiniDebugInfo, else `.dynsym`);
     /// `None` past the end of every sized symbol.
     pub(crate) fn sized(&self, address: u64) -> Option<(Vec<String>, Vec<Option<SourceLine>>)> {
         let frames = self.dwarf_frames(address);
@@ -175,6 +181,11 @@ impl ObjectNames {
             .as_ref()
             .and_then(|d| sized_in(&d.symtab, address))
             .or_else(|| sized_in(&self.tables.symtab, address))
+            .or_else(|| {
+                self.mini
+                    .as_ref()
+                    .and_then(|m| sized_in(&m.symtab, address))
+            })
             .or_else(|| sized_in(&self.tables.dynsym, address))?;
         Some((vec![names::demangle(strip_version(&f.name))], Vec::new()))
     }
@@ -184,6 +195,32 @@ impl ObjectNames {
 /// the `<start>` tag too), so that a version suffix after a C++ argument list goes as well.
 fn nm_name(full: &str) -> String {
     names::short_function_name(&untag(full))
+}
+
+/// The most bytes a MiniDebugInfo may decompress to: it holds a symbol table, a few megabytes
+/// for the largest programs; more is not one.
+const MINI_DEBUG_INFO_LIMIT: usize = 64 << 20;
+
+/// The tables of a MiniDebugInfo (`.gnu_debugdata`, xz-compressed), `None` when it does not
+/// decompress (within [`MINI_DEBUG_INFO_LIMIT`]) to an ELF file.
+fn mini_debug_info(compressed: &[u8]) -> Option<ElfTables> {
+    /// A `Vec` that refuses to grow past the limit.
+    struct Capped(Vec<u8>);
+    impl std::io::Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() + buf.len() > MINI_DEBUG_INFO_LIMIT {
+                return Err(std::io::Error::other("MiniDebugInfo too large"));
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Capped(Vec::new());
+    lzma_rs::xz_decompress(&mut std::io::BufReader::new(compressed), &mut out).ok()?;
+    ElfTables::parse(&out.0)
 }
 
 /// A routine's full name without jeprof's `<start>` tag.
@@ -209,6 +246,53 @@ fn strip_version(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    fn tool(program: &str, args: &[&std::ffi::OsStr]) {
+        let status = Command::new(program)
+            .args(args)
+            .status()
+            .unwrap_or_else(|e| panic!("{program} (binutils, xz-utils) is needed: {e}"));
+        assert!(status.success(), "{program} {args:?} failed");
+    }
+
+    /// Fedora's recipe (`find-debuginfo`): strip the program, keep its function symbols in a
+    /// small ELF, xz it, add it as `.gnu_debugdata`. The stripped program's `.dynsym` lacks
+    /// `mid_a`; its MiniDebugInfo names it, by the project's rule and not by jeprof's.
+    #[test]
+    fn mini_debug_info_names_a_stripped_programs_function_by_the_projects_rule() {
+        let prog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/compat/prog_pie");
+        let dir = tempfile::tempdir().unwrap();
+        let (stripped, mini) = (dir.path().join("prog"), dir.path().join("mini"));
+        let os = |p: &Path| p.as_os_str().to_owned();
+        tool("strip", &[&os(&prog), "-o".as_ref(), &os(&stripped)]);
+        let keep = dir.path().join("keep");
+        std::fs::write(&keep, "leaf_alloc\nmid_a\nmid_b\nmain\n").unwrap();
+        let keep_arg = format!("--keep-symbols={}", keep.display());
+        tool(
+            "objcopy",
+            &["-S".as_ref(), keep_arg.as_ref(), &os(&prog), &os(&mini)],
+        );
+        tool("xz", &["-k".as_ref(), &os(&mini)]);
+        let section = format!(".gnu_debugdata={}.xz", mini.display());
+        tool(
+            "objcopy",
+            &["--add-section".as_ref(), section.as_ref(), &os(&stripped)],
+        );
+
+        let original = ElfTables::open(&prog).unwrap();
+        let mid_a = original.symtab.iter().find(|s| s.name == "mid_a").unwrap();
+        let inside = mid_a.value + mid_a.size / 2;
+        let names = ObjectNames::open(&stripped, &[]).unwrap();
+        assert!(names.tables.symtab.is_empty(), "strip left a .symtab");
+        assert!(names.mini.is_some(), "no MiniDebugInfo read");
+        assert_eq!(names.sized(inside).unwrap().0, vec!["mid_a".to_string()]);
+        // jeprof's tools do not read it: its nm -D has no mid_a.
+        assert_ne!(
+            names.jeprof(inside),
+            JeprofName::Named(vec!["mid_a".into()], Vec::new())
+        );
+    }
 
     #[test]
     fn untag_removes_only_jeprofs_start_tag() {
