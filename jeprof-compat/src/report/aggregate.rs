@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::input::{read_dump_stacks, MemoryMap, ReadPolicy};
 use crate::names::SkipRules;
 use crate::symbolize::keys::{name_keys, Chunks, KeyIndex};
-use crate::symbolize::{ResolvedProfile, SymbolizeOptions};
+use crate::symbolize::{NameRule, ResolvedProfile, SymbolizeOptions};
 
 /// Which per-function sums a report keeps: 8 bytes a function each, so a report that prints only
 /// flat and cum (or a diff that compares one of them) keeps only those.
@@ -326,7 +326,14 @@ impl Builder {
         let focus = self.focus.as_ref();
         self.translator.reserve(index.keys.len(), focus.is_some());
         let map = MemoryMap::of(profile);
-        let mut infos = KeyInfos::new(&mut self.translator, self.skip, focus, symbolize.style);
+        let modules = (symbolize.rule == NameRule::Sized).then_some(&map);
+        let mut infos = KeyInfos::new(
+            &mut self.translator,
+            self.skip,
+            focus,
+            symbolize.style,
+            modules,
+        );
         name_keys(profile, index, symbolize, &map, &mut infos)
     }
 

@@ -14,9 +14,10 @@ use super::filters::{frame_matches, StackFilters};
 use super::lines::{unnamed_with_line, with_line};
 use super::model::FunctionName;
 use crate::hash::{FastHasher, FastMap};
+use crate::input::MemoryMap;
 use crate::names::{self, NameStyle, SkipRules};
 use crate::symbolize::keys::{entry_names, EntryLines, Found, KeyNames, LAST_USER_ADDRESS};
-use crate::symbolize::{unnamed, Frame};
+use crate::symbolize::{unnamed, unsymbolized_identity, Frame};
 
 /// What a [`Names`] entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,6 +384,9 @@ pub(super) struct KeyInfos<'t, 'p> {
     style: NameStyle,
     per_key: bool,
     by_entry: FastMap<&'p [String], u32>,
+    /// The dump's memory map, under the project's rule ([`crate::symbolize::NameRule::Sized`], which the caller checks): a frame nothing
+    /// names is then `object+0xOFFSET` where a file is mapped.
+    modules: Option<&'t MemoryMap<'t>>,
 }
 
 impl<'t> KeyInfos<'t, '_> {
@@ -391,6 +395,7 @@ impl<'t> KeyInfos<'t, '_> {
         skip: SkipRules,
         focus: Option<&'t Regex>,
         style: NameStyle,
+        modules: Option<&'t MemoryMap<'t>>,
     ) -> Self {
         let per_key = focus.is_some() || translator.filters.ignore.is_some() || translator.lines;
         KeyInfos {
@@ -400,6 +405,7 @@ impl<'t> KeyInfos<'t, '_> {
             style,
             per_key,
             by_entry: FastMap::default(),
+            modules,
         }
     }
 }
@@ -427,6 +433,12 @@ impl<'p> KeyNames<'p> for KeyInfos<'_, 'p> {
     }
 
     fn unnamed(&mut self, key: u64, prefixed: bool) -> u32 {
+        if let Some(module) = self.modules.and_then(|m| m.module(key)) {
+            let name = unsymbolized_identity(key, Some(module));
+            return self
+                .translator
+                .push_info(&[name], &[], false, key, self.skip, self.focus);
+        }
         self.translator.push_unnamed(key, prefixed, self.focus)
     }
 }

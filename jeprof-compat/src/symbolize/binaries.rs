@@ -109,7 +109,10 @@ impl<'a> Binaries<'a> {
         // catch-all entry for the program), the bare key when there was nothing to look in;
         // debug directories are looked in as a program would be.
         let options = self.options;
-        let has_binary = options.binary.is_some() || !options.debug_dirs.is_empty();
+        // The project's own views always print `0x` and the 16 digits.
+        let has_binary = options.binary.is_some()
+            || !options.debug_dirs.is_empty()
+            || options.rule == NameRule::Sized;
         let unknown = || Err(has_binary);
         let mapping = maps::find(self.mappings, key).filter(|m| m.is_file());
         if let Some(m) = mapping {
