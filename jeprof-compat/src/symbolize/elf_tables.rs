@@ -71,6 +71,9 @@ pub(crate) struct ElfTables {
     pub(crate) sections: Vec<Section>,
     pub(crate) symtab: Vec<ElfSymbol>,
     pub(crate) dynsym: Vec<ElfSymbol>,
+    /// Lookups over `symtab` and `dynsym`, built once.
+    pub(crate) symtab_index: FunctionIndex,
+    pub(crate) dynsym_index: FunctionIndex,
     pub(crate) build_id: Option<Vec<u8>>,
     /// `.gnu_debuglink`: the debug file's name and the CRC-32 of its bytes.
     pub(crate) debuglink: Option<(String, u32)>,
@@ -178,11 +181,15 @@ impl ElfTables {
             .filter(|p| p.p_type(endian) == elf::PT_LOAD)
             .map(|p| (p.p_offset(endian), p.p_filesz(endian), p.p_vaddr(endian)))
             .collect();
+        let symtab_index = FunctionIndex::new(&symtab);
+        let dynsym_index = FunctionIndex::new(&dynsym);
         Some(ElfTables {
             segments,
             sections,
             symtab,
             dynsym,
+            symtab_index,
+            dynsym_index,
             build_id,
             debuglink,
             has_dwarf,
@@ -207,64 +214,117 @@ impl ElfTables {
     }
 
     /// The symbols addr2line reads from this file: `.symtab`, else `.dynsym`.
-    pub(crate) fn addr2line_symbols(&self) -> &[ElfSymbol] {
+    pub(crate) fn addr2line_symbols(&self) -> Indexed<'_> {
         if self.symtab.is_empty() {
-            &self.dynsym
+            Indexed(&self.dynsym, &self.dynsym_index)
         } else {
-            &self.symtab
+            Indexed(&self.symtab, &self.symtab_index)
         }
     }
 
-    /// BFD's `_bfd_elf_find_function`: among `symbols` in the section holding `address` that may
-    /// be functions (not objects, sections, files or thread-local; a hidden local untyped symbol
-    /// of size 0 is an annobin marker), the one starting last at or before `address`; at one
-    /// start the larger size wins, then the first in the table. Sizes are not checked against
-    /// `address`: past the end of every symbol, the nearest preceding one still names it.
+    /// `.symtab` with its lookups.
+    pub(crate) fn symtab(&self) -> Indexed<'_> {
+        Indexed(&self.symtab, &self.symtab_index)
+    }
+
+    /// `.dynsym` with its lookups.
+    pub(crate) fn dynsym(&self) -> Indexed<'_> {
+        Indexed(&self.dynsym, &self.dynsym_index)
+    }
+
+    /// BFD's `_bfd_elf_find_function` over `symbols` (this file's, or its debug file's, whose
+    /// section indexes are this file's): among the symbols in the section holding `address`
+    /// that may be functions (not objects, sections, files or thread-local; a hidden local
+    /// untyped symbol of size 0 is an annobin marker), the one starting last at or before
+    /// `address`; at one start the larger size (0 counting as 1) wins, then the first in the
+    /// table. Sizes are not checked against `address`: past the end of every symbol, the
+    /// nearest preceding one still names it.
     pub(crate) fn bfd_function<'s>(
         &self,
-        symbols: &'s [ElfSymbol],
+        symbols: Indexed<'s>,
         address: u64,
     ) -> Option<&'s ElfSymbol> {
         let section = self.section_at(address)?.index;
-        let mut best: Option<(&ElfSymbol, u64)> = None;
-        for s in symbols {
-            if s.section != Some(section)
-                || matches!(
-                    s.kind,
-                    elf::STT_OBJECT | elf::STT_SECTION | elf::STT_FILE | elf::STT_TLS
-                )
-                || s.value > address
-            {
-                continue;
-            }
-            if s.size == 0 && s.bind == elf::STB_LOCAL && s.kind == elf::STT_NOTYPE && s.hidden {
-                continue;
-            }
-            let size = s.size.max(1);
-            let better = match best {
-                None => true,
-                Some((b, b_size)) => s.value > b.value || (s.value == b.value && size > b_size),
-            };
-            if better {
-                best = Some((s, size));
-            }
-        }
-        best.map(|(s, _)| s)
+        let starts = &symbols.1.bfd;
+        let end = starts.partition_point(|&(sec, value, _)| (sec, value) <= (section, address));
+        let &(sec, _, i) = starts[..end].last()?;
+        (sec == section).then(|| &symbols.0[i as usize])
     }
 }
 
-/// The function symbol of `symbols` whose extent holds `address`.
-pub(crate) fn sized_in(symbols: &[ElfSymbol], address: u64) -> Option<&ElfSymbol> {
-    symbols
+/// A symbol table with its [`FunctionIndex`].
+#[derive(Clone, Copy)]
+pub(crate) struct Indexed<'a>(pub(crate) &'a [ElfSymbol], pub(crate) &'a FunctionIndex);
+
+/// A symbol table's function lookups, sorted once so that each address costs a binary search.
+#[derive(Debug, Default)]
+pub(crate) struct FunctionIndex {
+    /// BFD's candidates: `(section, start, symbol index)`, one per (section, start): the one
+    /// BFD prefers there (the larger size, then the first in the table).
+    bfd: Vec<(usize, u64, u32)>,
+    /// Function symbols with a size: `(start, size, symbol index)` by start.
+    sized: Vec<(u64, u64, u32)>,
+    /// The largest size in `sized`: how far back a symbol holding an address may start.
+    max_size: u64,
+}
+
+impl FunctionIndex {
+    fn new(symbols: &[ElfSymbol]) -> FunctionIndex {
+        let mut bfd: Vec<(usize, u64, u64, u32)> = symbols
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let section = s.section?;
+                if matches!(
+                    s.kind,
+                    elf::STT_OBJECT | elf::STT_SECTION | elf::STT_FILE | elf::STT_TLS
+                ) || (s.size == 0
+                    && s.bind == elf::STB_LOCAL
+                    && s.kind == elf::STT_NOTYPE
+                    && s.hidden)
+                {
+                    return None;
+                }
+                Some((section, s.value, s.size.max(1), i as u32))
+            })
+            .collect();
+        // At one start: the larger size first, then the table's order.
+        bfd.sort_by(|a, b| (a.0, a.1, b.2, a.3).cmp(&(b.0, b.1, a.2, b.3)));
+        bfd.dedup_by(|later, first| (later.0, later.1) == (first.0, first.1));
+        let mut sized: Vec<(u64, u64, u32)> = symbols
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                matches!(s.kind, elf::STT_FUNC | elf::STT_GNU_IFUNC)
+                    && s.section.is_some()
+                    && s.size > 0
+            })
+            .map(|(i, s)| (s.value, s.size, i as u32))
+            .collect();
+        sized.sort_unstable();
+        let max_size = sized.iter().map(|&(_, size, _)| size).max().unwrap_or(0);
+        FunctionIndex {
+            bfd: bfd.into_iter().map(|(sec, v, _, i)| (sec, v, i)).collect(),
+            sized,
+            max_size,
+        }
+    }
+}
+
+/// The function symbol of `symbols` whose extent `[start, start + size)` holds `address`: of
+/// several, the one starting last, then the larger.
+pub(crate) fn sized_in(symbols: Indexed<'_>, address: u64) -> Option<&ElfSymbol> {
+    let index = symbols.1;
+    let end = index
+        .sized
+        .partition_point(|&(start, _, _)| start <= address);
+    index.sized[..end]
         .iter()
-        .filter(|s| {
-            matches!(s.kind, elf::STT_FUNC | elf::STT_GNU_IFUNC)
-                && s.section.is_some()
-                && s.size > 0
-                && s.value <= address
-                && address - s.value < s.size
-        })
-        .max_by_key(|s| (s.value, s.size))
+        .rev()
+        .take_while(|&&(start, _, _)| address - start < index.max_size)
+        .filter(|&&(start, size, _)| address - start < size)
+        .max_by_key(|&&(start, size, _)| (start, size))
+        .map(|&(_, _, i)| &symbols.0[i as usize])
 }
 
 /// jeprof's procedure boundaries of one image (`GetProcedureBoundaries` over `nm -n --demangle`,
@@ -421,11 +481,18 @@ mod tests {
             sym("a_alias", 0x1000, 0x20, elf::STT_FUNC, elf::STB_GLOBAL),
             sym("data", 0x1800, 0x10, elf::STT_OBJECT, elf::STB_GLOBAL),
         ];
-        let f = tables.bfd_function(&symbols, 0x1900).unwrap();
+        let index = FunctionIndex::new(&symbols);
+        let indexed = Indexed(&symbols, &index);
+        let f = tables.bfd_function(indexed, 0x1900).unwrap();
         assert_eq!(f.name, "a_alias");
-        assert!(tables.bfd_function(&symbols, 0x3000).is_none());
-        assert!(sized_in(&symbols, 0x1900).is_none());
-        assert_eq!(sized_in(&symbols, 0x1018).unwrap().name, "a_alias");
+        assert_eq!(
+            tables.bfd_function(indexed, 0x1000).unwrap().name,
+            "a_alias"
+        );
+        assert!(tables.bfd_function(indexed, 0x3000).is_none());
+        assert!(sized_in(indexed, 0x1900).is_none());
+        assert_eq!(sized_in(indexed, 0x1018).unwrap().name, "a_alias");
+        assert_eq!(sized_in(indexed, 0x1008).unwrap().name, "a_alias");
     }
 
     #[test]

@@ -179,14 +179,14 @@ impl ObjectNames {
         let f = self
             .debug_tables
             .as_ref()
-            .and_then(|d| sized_in(&d.symtab, address))
-            .or_else(|| sized_in(&self.tables.symtab, address))
+            .and_then(|d| sized_in(d.symtab(), address))
+            .or_else(|| sized_in(self.tables.symtab(), address))
             .or_else(|| {
                 self.mini
                     .as_ref()
-                    .and_then(|m| sized_in(&m.symtab, address))
+                    .and_then(|m| sized_in(m.symtab(), address))
             })
-            .or_else(|| sized_in(&self.tables.dynsym, address))?;
+            .or_else(|| sized_in(self.tables.dynsym(), address))?;
         Some((vec![names::demangle(strip_version(&f.name))], Vec::new()))
     }
 }
