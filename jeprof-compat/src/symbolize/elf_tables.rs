@@ -88,16 +88,19 @@ pub(crate) struct ElfTables {
 impl ElfTables {
     /// Reads the tables of the 64-bit little-endian ELF file at `path` (the platforms the
     /// project runs on); `None` when it is not one or cannot be read.
+    /// Only the headers, the symbol tables and their strings are read (a debug file's DWARF,
+    /// hundreds of megabytes for some programs, is not).
     pub(crate) fn open(path: &Path) -> Option<ElfTables> {
-        let data = std::fs::read(path).ok()?;
-        ElfTables::parse(&data)
+        let cache = object::ReadCache::new(std::fs::File::open(path).ok()?);
+        ElfTables::parse(&cache)
     }
 
-    /// [`ElfTables::open`] over bytes in memory (MiniDebugInfo's decompressed ELF).
-    pub(crate) fn parse(data: &[u8]) -> Option<ElfTables> {
+    /// [`ElfTables::open`] over any [`object::ReadRef`]: a file read on demand, or bytes in
+    /// memory (MiniDebugInfo's decompressed ELF).
+    pub(crate) fn parse<'d, R: object::ReadRef<'d>>(data: R) -> Option<ElfTables> {
         use object::read::elf::ElfFile64;
         use object::Object as _;
-        let file = ElfFile64::<object::Endianness>::parse(data).ok()?;
+        let file = ElfFile64::<object::Endianness, R>::parse(data).ok()?;
         let endian = file.endian();
         let table = file.elf_section_table();
         let mut sections = Vec::with_capacity(table.len());
@@ -127,7 +130,7 @@ impl ElfTables {
             });
         }
         let versions = table.versions(endian, data).ok().flatten();
-        let symbols = |t: &object::read::elf::SymbolTable<'_, elf::FileHeader64<_>>,
+        let symbols = |t: &object::read::elf::SymbolTable<'d, elf::FileHeader64<_>, R>,
                        versioned: bool| {
             let strings = t.strings();
             t.symbols()

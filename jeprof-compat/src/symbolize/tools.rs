@@ -220,7 +220,7 @@ fn mini_debug_info(compressed: &[u8]) -> Option<ElfTables> {
     }
     let mut out = Capped(Vec::new());
     lzma_rs::xz_decompress(&mut std::io::BufReader::new(compressed), &mut out).ok()?;
-    ElfTables::parse(&out.0)
+    ElfTables::parse(out.0.as_slice())
 }
 
 /// A routine's full name without jeprof's `<start>` tag.
