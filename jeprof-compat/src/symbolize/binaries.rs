@@ -257,7 +257,8 @@ pub(crate) fn same_file_name(binary: &Path, mapped: &str) -> bool {
         == Path::new(mapped).file_name().and_then(|n| n.to_str())
 }
 
-/// An object file opened for symbolization: a program, a library, or a debug file.
+/// A debug file of a `--debug-dir` opened for symbolization (DWARF with inlined frames, then its
+/// symbol table), looked up through the segments of the mapping it stands for.
 struct ObjectFile {
     loader: addr2line::Loader,
     /// `(file offset, file size, virtual address)` of each loadable segment.
