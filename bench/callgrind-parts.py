@@ -34,9 +34,9 @@ ALLOC = "jeprof_shim::profiler::sampled_path::alloc_sampled"
 RECORD = "jeprof_shim::profiler::sampled_path::allocate_and_record"
 CAPTURE = "jeprof_shim::parts::capture::capture_uninit"
 FREE = "jeprof_shim::profiler::sampled_path::free_sampled"
-THREAD = "jeprof_shim::parts::capture::eh_frame_unwind::imp::ask_this_thread"
-CACHE_NEW = "jeprof_shim::parts::capture::eh_frame_unwind::imp::take_cache_elsewhere"
-MISS = "jeprof_shim::parts::capture::eh_frame_unwind::imp::MissState::miss"
+THREAD = "jeprof_shim::parts::capture::eh_frame_unwind::walk::ask_this_thread"
+CACHE_NEW = "jeprof_shim::parts::capture::eh_frame_unwind::cache::take_cache_elsewhere"
+MISS = "jeprof_shim::parts::capture::eh_frame_unwind::cache::MissState::miss"
 INTERN = "jeprof_shim::parts::stacks::intern"
 
 

@@ -38,6 +38,8 @@ struct Crate {
     root_items: Vec<(ModPath, String)>,
     /// Items defined or re-exported at the root (names), filled before resolution.
     raw: Vec<(ModPath, Vec<String>)>,
+    /// Each module's summary: the first sentence of its `//!` documentation.
+    docs: BTreeMap<ModPath, String>,
 }
 
 fn workspace() -> PathBuf {
@@ -63,6 +65,7 @@ fn walk_file(file: &Path, path: ModPath, dir: PathBuf, krate: &mut Crate) {
     let parsed =
         syn::parse_file(&text).unwrap_or_else(|e| panic!("cannot parse {}: {e}", file.display()));
     krate.modules.insert(path.clone(), file.to_path_buf());
+    krate.docs.insert(path.clone(), summary(&parsed.attrs));
     walk_items(&parsed.items, &path, &dir, file, krate);
 }
 
@@ -82,6 +85,39 @@ fn path_attribute(attrs: &[syn::Attribute]) -> Option<String> {
             _ => None,
         }
     })
+}
+
+/// The first sentence of the inner documentation (`//!`) among `attrs`, on one line: up to the
+/// first `. ` (or the end of the first paragraph), rustdoc's link brackets removed.
+fn summary(attrs: &[syn::Attribute]) -> String {
+    let mut paragraph = Vec::new();
+    for a in attrs {
+        if !a.path().is_ident("doc") || matches!(a.style, syn::AttrStyle::Outer) {
+            continue;
+        }
+        let syn::Meta::NameValue(nv) = &a.meta else {
+            continue;
+        };
+        let syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(text),
+            ..
+        }) = &nv.value
+        else {
+            continue;
+        };
+        let line = text.value().trim().to_string();
+        // A list or a blank line ends the first paragraph.
+        if line.is_empty() || (line.starts_with("- ") && !paragraph.is_empty()) {
+            if paragraph.is_empty() {
+                continue;
+            }
+            break;
+        }
+        paragraph.push(line.trim_start_matches('#').trim().to_string());
+    }
+    let text = paragraph.join(" ").replace(['[', ']'], "");
+    let end = text.find(". ").map_or(text.len(), |i| i + 1);
+    text[..end].to_string()
 }
 
 /// `#[cfg(test)]`.
@@ -105,6 +141,7 @@ fn walk_items(items: &[syn::Item], path: &ModPath, dir: &Path, file: &Path, krat
             match &m.content {
                 Some((_, inner)) => {
                     krate.modules.insert(child.clone(), file.to_path_buf());
+                    krate.docs.insert(child.clone(), summary(&m.attrs));
                     walk_items(inner, &child, &dir.join(m.ident.to_string()), file, krate);
                 }
                 None => {
@@ -287,9 +324,82 @@ fn layers(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Result<Vec<Stri
     Ok(order)
 }
 
-/// Checks one crate: no cycle among siblings anywhere, nothing below the root naming a root item.
-/// Prints the top level bottom to top.
-fn check(name: &str, root: &str) {
+/// Writes the module map of `parent`'s children into `out`: bottom to top (each uses only those
+/// before it), each with the siblings it uses and its summary, a folder's children indented below
+/// it. Nothing for a level with a cycle (`check` reports those).
+fn write_map(krate: &Crate, parent: &ModPath, out: &mut String) {
+    let graph = krate.sibling_graph(parent);
+    let Ok(order) = layers(&graph) else {
+        return;
+    };
+    for name in order {
+        let mut child = parent.clone();
+        child.push(name.clone());
+        let folder = krate
+            .modules
+            .keys()
+            .any(|m| m.len() == child.len() + 1 && m.starts_with(&child));
+        let uses: Vec<String> = graph[&name].keys().map(|u| format!("`{u}`")).collect();
+        let uses = if uses.is_empty() {
+            String::new()
+        } else {
+            format!(" (uses {})", uses.join(", "))
+        };
+        let doc = &krate.docs[&child];
+        out.push_str(&format!(
+            "{}- `{name}{}`{uses}{}{doc}\n",
+            "  ".repeat(parent.len()),
+            if folder { "/" } else { "" },
+            if doc.is_empty() { "" } else { ": " },
+        ));
+        if folder {
+            write_map(krate, &child, out);
+        }
+    }
+}
+
+/// The lines that open and close a crate's module map in its README.
+fn map_markers(name: &str) -> (String, String) {
+    (
+        format!(
+            "<!-- module map of {name}: written from the code by tests/module_layers.rs \
+             (MODULE_MAP_BLESS=1 rewrites it), which fails when it differs -->"
+        ),
+        format!("<!-- end of the module map of {name} -->"),
+    )
+}
+
+/// Holds the module map in `readme` (between [`map_markers`]) equal to the one the code gives;
+/// with `MODULE_MAP_BLESS` set, rewrites it instead.
+fn check_map(krate: &Crate, name: &str, readme: &str) {
+    let path = workspace().join(readme);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let (open, close) = map_markers(name);
+    let mut map = String::new();
+    write_map(krate, &Vec::new(), &mut map);
+    let block = format!("{open}\n\n{map}\n{close}");
+    let (Some(start), Some(end)) = (text.find(&open), text.find(&close)) else {
+        panic!("{readme} has no module map of {name}: put these lines where it belongs\n{block}");
+    };
+    let current = &text[start..end + close.len()];
+    if current == block {
+        return;
+    }
+    if std::env::var_os("MODULE_MAP_BLESS").is_some() {
+        let rewritten = format!("{}{block}{}", &text[..start], &text[end + close.len()..]);
+        std::fs::write(&path, rewritten).unwrap();
+        return;
+    }
+    panic!(
+        "{readme}'s module map of {name} differs from the code; MODULE_MAP_BLESS=1 rewrites it \
+         as:\n{block}"
+    );
+}
+
+/// Checks one crate: no cycle among siblings anywhere, nothing below the root naming a root item,
+/// and its README's module map equal to the code's. Prints the top level bottom to top.
+fn check(name: &str, root: &str, readme: Option<&str>) {
     let mut krate = load(&workspace().join(root));
     krate.resolve();
     let mut problems = Vec::new();
@@ -345,36 +455,70 @@ fn check(name: &str, root: &str) {
         "{name}: the modules do not form a stack:\n{}",
         problems.join("\n")
     );
+    if let Some(readme) = readme {
+        check_map(&krate, name, readme);
+    }
 }
 
 #[test]
 fn dumpfmt_modules_form_a_stack() {
-    check("jeprof-dumpfmt", "dumpfmt/src/lib.rs");
+    check(
+        "jeprof-dumpfmt",
+        "dumpfmt/src/lib.rs",
+        Some("dumpfmt/README.md"),
+    );
 }
 
 #[test]
 fn page_modules_form_a_stack() {
-    check("jeprof-page", "page/src/lib.rs");
+    check("jeprof-page", "page/src/lib.rs", Some("page/README.md"));
+}
+
+/// The shim's stated rule (`parts/mod.rs`): its parts import no sibling part, but for the one
+/// exception it names.
+#[test]
+fn shim_parts_import_no_other_part_but_the_named_exception() {
+    let mut krate = load(&workspace().join("shim/src/lib.rs"));
+    krate.resolve();
+    let graph = krate.sibling_graph(&vec!["parts".to_string()]);
+    let uses: Vec<(String, String)> = graph
+        .iter()
+        .flat_map(|(a, uses)| uses.keys().map(move |b| (a.clone(), b.clone())))
+        .collect();
+    assert_eq!(
+        uses,
+        vec![("thread_totals".to_string(), "live_samples".to_string())],
+        "parts/mod.rs names one exception to \"parts do not import each other\"; update it \
+         and this test together"
+    );
 }
 
 #[test]
 fn shim_modules_form_a_stack() {
-    check("jeprof-shim", "shim/src/lib.rs");
+    check("jeprof-shim", "shim/src/lib.rs", Some("shim/README.md"));
 }
 
 #[test]
 fn compat_library_modules_form_a_stack() {
-    check("jeprof-compat (library)", "jeprof-compat/src/lib.rs");
+    check(
+        "jeprof-compat (library)",
+        "jeprof-compat/src/lib.rs",
+        Some("jeprof-compat/README.md"),
+    );
 }
 
 #[test]
 fn compat_binary_modules_form_a_stack() {
-    check("jeprof-compat (binary)", "jeprof-compat/src/main.rs");
+    check(
+        "jeprof-compat (binary)",
+        "jeprof-compat/src/main.rs",
+        Some("jeprof-compat/README.md"),
+    );
 }
 
 #[test]
 fn preload_modules_form_a_stack() {
-    check("jeprof-preload", "preload/src/lib.rs");
+    check("jeprof-preload", "preload/src/lib.rs", None);
 }
 
 /// The checker itself finds a cycle and an arrow up to the root (a checker that can fail).

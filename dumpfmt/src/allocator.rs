@@ -238,6 +238,16 @@ pub fn describe(figures: &AllocatorFigures, inuse: Option<&Estimate>, dumps: usi
              the moment of its dump)"
         );
     }
+    write_raw_figures(&mut out, figures);
+    match &figures.jemalloc {
+        Some(j) => describe_jemalloc(&mut out, figures, j, inuse),
+        None => describe_other_allocator(&mut out, figures, inuse),
+    }
+    out
+}
+
+/// The figures themselves, one `name: value B` line each.
+fn write_raw_figures(out: &mut String, figures: &AllocatorFigures) {
     if let Some(j) = &figures.jemalloc {
         for ((_, name), value) in JEMALLOC_FIGURES.iter().zip(j.values()) {
             let _ = writeln!(out, "{name}: {value} B");
@@ -250,33 +260,49 @@ pub fn describe(figures: &AllocatorFigures, inuse: Option<&Estimate>, dumps: usi
     if let Some(file) = figures.rss_file {
         let _ = writeln!(out, "rss_file: {file} B");
     }
-    let Some(j) = &figures.jemalloc else {
+}
+
+/// The reading when the program's allocator is not jemalloc: only the profile's estimate and the
+/// profiler's own bytes are known.
+fn describe_other_allocator(
+    out: &mut String,
+    figures: &AllocatorFigures,
+    inuse: Option<&Estimate>,
+) {
+    let _ = writeln!(
+        out,
+        "The program's allocator is not jemalloc: its figures are unknown (the profiler's \
+         jemalloc holds only the profiler's sampled objects)."
+    );
+    if let Some(inuse) = inuse {
+        let (lo, hi) = inuse.bytes_interval_95();
         let _ = writeln!(
             out,
-            "The program's allocator is not jemalloc: its figures are unknown (the profiler's \
-             jemalloc holds only the profiler's sampled objects)."
+            "The profile's in-use estimate is {} (95% interval {} to {}).",
+            mib(inuse.bytes),
+            mib(lo),
+            mib(hi)
         );
-        if let Some(inuse) = inuse {
-            let (lo, hi) = inuse.bytes_interval_95();
-            let _ = writeln!(
-                out,
-                "The profile's in-use estimate is {} (95% interval {} to {}).",
-                mib(inuse.bytes),
-                mib(lo),
-                mib(hi)
-            );
-        }
-        let _ = write!(out, "The profiler holds {}", mib(figures.profiler as f64));
-        if let Some(anon) = figures.rss_anon {
-            let _ = write!(
-                out,
-                ", {} of the anonymous RSS",
-                share(figures.profiler, anon)
-            );
-        }
-        out.push_str(".\n");
-        return out;
-    };
+    }
+    let _ = write!(out, "The profiler holds {}", mib(figures.profiler as f64));
+    if let Some(anon) = figures.rss_anon {
+        let _ = write!(
+            out,
+            ", {} of the anonymous RSS",
+            share(figures.profiler, anon)
+        );
+    }
+    out.push_str(".\n");
+}
+
+/// The reading of jemalloc's figures: coverage, fragmentation, resident beyond active, retained,
+/// the profiler's share and the RSS outside jemalloc (see [`describe`]).
+fn describe_jemalloc(
+    out: &mut String,
+    figures: &AllocatorFigures,
+    j: &JemallocFigures,
+    inuse: Option<&Estimate>,
+) {
     let program = j.allocated.saturating_sub(figures.profiler);
     if let Some(inuse) = inuse {
         let (lo, hi) = inuse.bytes_interval_95();
@@ -338,7 +364,6 @@ pub fn describe(figures: &AllocatorFigures, inuse: Option<&Estimate>, dumps: usi
         }
         None => out.push_str(".\n"),
     }
-    out
 }
 
 /// Bytes in MiB, one decimal.

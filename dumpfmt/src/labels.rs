@@ -96,6 +96,58 @@ pub(crate) fn parse_line(rest: &str) -> Result<(String, String), &'static str> {
     Ok((key.to_string(), value.to_string()))
 }
 
+/// Whether `line` can come before a dump's first stack: the symbol section (`--- symbol`,
+/// `binary=`, `0x… name`, `---`), `--- heap`, the header and its thread lines, comments, jeprof's
+/// `%` lines, blank lines. Anything else (a stack, the memory map, text that is no dump, a device's
+/// endless bytes) ends the front.
+fn is_front_line(line: &[u8]) -> bool {
+    use crate::syntax::{BINARY, COMMENT, FORMAT, MARKER};
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.iter().all(u8::is_ascii_whitespace)
+        || line.starts_with(b"--- symbol")
+        || line.starts_with(b"--- heap")
+        || line == MARKER.as_bytes()
+        || line.starts_with(BINARY.as_bytes())
+        || line.starts_with(b"0x")
+        || line.starts_with(FORMAT.as_bytes())
+        || line.starts_with(b"heap profile:")
+        || line.starts_with(b"  t")
+        || line.starts_with(&[COMMENT as u8])
+        || line.starts_with(b"%")
+}
+
+/// The longest line [`scan_labels`] reads at once (the reader's limit, 16 MiB).
+pub const SCAN_LINE: u64 = 16 << 20;
+
+/// The labels of a dump, read from its front only: its lines up to the first stack (`@`), where
+/// the writer puts them and the reader requires them (a line that cannot come before a stack ends
+/// the front). For tools that must know every dump's process and time before reading any whole
+/// (`report`, `merge` and `export` choosing each process's latest dump, or counting the dumps of
+/// each): a few lines per dump, not the dump. Lines that are not well-formed labels are skipped
+/// here; the full read reports them. Lines are read at most [`SCAN_LINE`] bytes at a time.
+pub fn scan_labels(mut input: impl std::io::BufRead) -> std::io::Result<Vec<(String, String)>> {
+    use std::io::{BufRead as _, Read as _};
+    let mut labels = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if (&mut input).take(SCAN_LINE).read_until(b'\n', &mut line)? == 0 {
+            return Ok(labels);
+        }
+        if !is_front_line(&line) {
+            return Ok(labels);
+        }
+        let rest = line.strip_prefix(LINE_PREFIX.as_bytes());
+        let text = rest.and_then(|r| std::str::from_utf8(r).ok());
+        if let Some(Ok((key, value))) = text.map(|t| parse_line(t.trim_end_matches(['\n', '\r']))) {
+            if get(&labels, &key).is_none() {
+                labels.push((key, value));
+            }
+        }
+    }
+}
+
 /// `time` as RFC 3339 in UTC to the microsecond (`2026-11-24T08:30:00.250000Z`); times before 1970
 /// are written as 1970-01-01T00:00:00.000000Z. Sub-second, so that a series of dumps taken within
 /// one second still orders by time (`jeprof-compat leaks`).
@@ -236,6 +288,25 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scan_labels_reads_the_front_of_a_dump_and_stops_at_the_first_stack() {
+        let dump = b"heap_v2/524288\n# jeprof-shim 1\n# label pid 42\n# label time 2026-11-24T08:30:00.000000Z\n  t*: 1: 8 [0: 0]\n# label b@d x\n@ 0x1\n# label late 1\n";
+        let labels = scan_labels(&dump[..]).expect("in memory");
+        assert_eq!(
+            labels,
+            [
+                ("pid".to_string(), "42".to_string()),
+                (
+                    "time".to_string(),
+                    "2026-11-24T08:30:00.000000Z".to_string()
+                ),
+            ]
+        );
+        assert!(scan_labels(&b"heap_v2/1\n  t*: 0: 0 [0: 0]\n"[..])
+            .expect("memory")
+            .is_empty());
+    }
 
     #[test]
     fn rfc3339_formats_known_moments_and_parses_them_back() {

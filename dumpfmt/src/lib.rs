@@ -67,6 +67,7 @@
 //! - [`model`], the one profile, uses error, math and labels (to validate them).
 //! - [`allocator`] (the allocator's figures beside a profile, and their reading) uses error and
 //!   model.
+//! - [`series`] (a series' order and each dump's process) uses labels.
 //! - [`scopes`] uses model; [`pprof`] uses error, frames, maps and model; [`otlp`] (OpenTelemetry
 //!   profiles) uses error, labels and pprof.
 //! - [`read`] and [`write`](mod@write) mirror each other over [`syntax`], section by section: read
@@ -90,6 +91,7 @@ pub mod output;
 pub mod pprof;
 pub mod read;
 pub mod scopes;
+pub mod series;
 pub mod syntax;
 pub mod write;
 

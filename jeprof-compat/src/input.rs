@@ -1,14 +1,18 @@
 //! How dump files are read: the read policy (strict, or accepting dumps cut while being written),
-//! whole or one stack at a time, and a dump's memory map parsed once, when first needed.
+//! whole or one stack at a time, a dump's memory map parsed once, when first needed, and what
+//! orders a series of dumps and names each dump's process ([`series_key`]).
 //!
 //! Everything that reads a dump file reads it here; [`crate::load`](mod@crate::load) adds names
 //! to what is read.
 
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
+use jeprof_dumpfmt::labels::scan_labels;
 use jeprof_dumpfmt::maps::{self, Mapping};
 use jeprof_dumpfmt::read::{ReadOptions, Truncation};
+use jeprof_dumpfmt::series::{DumpName, Process, ProcessCounts, SeriesKey};
 use jeprof_dumpfmt::Profile;
 use rayon::prelude::*;
 
@@ -106,4 +110,83 @@ impl<'p> MemoryMap<'p> {
             .filter(|m| m.is_file())
             .map(|m| (m.path.as_str(), m.file_offset(address)))
     }
+}
+
+/// What orders `path` in a series and names its process ([`jeprof_dumpfmt::series`]): its
+/// labels (read from the front of the file only, [`jeprof_dumpfmt::labels::scan_labels`]), its
+/// file name and its modification time.
+/// A path that is not a regular file (a device, a pipe, which opening could block on) gets a key
+/// without labels: reading it as a dump is refused, naming what it is.
+pub fn series_key(path: &Path) -> Result<SeriesKey, Error> {
+    let unreadable = |e: std::io::Error| Error::from(jeprof_dumpfmt::Error::from(e).in_file(path));
+    let metadata = std::fs::metadata(path).map_err(unreadable)?;
+    let modified = metadata.modified().ok();
+    if !metadata.is_file() {
+        return Ok(key_of(path, &[], modified));
+    }
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let labels = scan_labels(std::io::BufReader::new(file)).map_err(unreadable)?;
+    Ok(key_of(path, &labels, modified))
+}
+
+/// [`series_key`] of every path, in parallel, in `paths` order; the first failure in that order
+/// is the error.
+pub fn series_keys(paths: &[PathBuf]) -> Result<Vec<SeriesKey>, Error> {
+    paths.par_iter().map(|p| series_key(p)).collect()
+}
+
+/// [`series_keys`], each dump read whole (one stack at a time, under `policy`) for its labels:
+/// every file is checked before any work, for a series of which only some dumps are resolved.
+pub fn series_keys_checked(
+    paths: &[PathBuf],
+    policy: &ReadPolicy<'_>,
+) -> Result<Vec<SeriesKey>, Error> {
+    paths
+        .par_iter()
+        .map(|p| {
+            let labels = read_dump_stacks(p, policy, |_, _| {})?.labels;
+            let modified = std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            Ok(key_of(p, &labels, modified))
+        })
+        .collect()
+}
+
+/// The key of the dump at `path` with `labels`, modified at `modified`.
+fn key_of(path: &Path, labels: &[(String, String)], modified: Option<SystemTime>) -> SeriesKey {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(DumpName::parse);
+    SeriesKey {
+        path: path.display().to_string(),
+        time: jeprof_dumpfmt::labels::get(labels, "time")
+            .and_then(jeprof_dumpfmt::labels::parse_rfc3339),
+        process: Process::of(labels, name.as_ref()),
+        name,
+        modified,
+    }
+}
+
+/// The warning `report`, `merge` and `export` print when their dumps hold several of one
+/// process (they add them up, as jeprof does: the sum of a process's periodic dumps is no heap
+/// it ever had), or `None`.
+pub fn repeated_process_warning(counts: &ProcessCounts) -> Option<String> {
+    let (processes, dumps) = counts.repeated()?;
+    Some(format!(
+        "{dumps} of the {} dumps come from {processes} process{} with several dumps each (same \
+         pid and host, by labels or jemalloc's file names), and they are added up as jeprof adds \
+         them; for a fleet merge of periodic dumps give --latest-per-process (each process's last \
+         dump)",
+        counts.dumps(),
+        if processes == 1 { "" } else { "es" },
+    ))
+}
+
+/// The paths of each process's last dump in series order, and of every dump of no known
+/// process, in the order given ([`jeprof_dumpfmt::series::latest_per_process`]).
+pub fn latest_per_process(paths: &[PathBuf], keys: &[SeriesKey]) -> Vec<PathBuf> {
+    jeprof_dumpfmt::series::latest_per_process(keys)
+        .into_iter()
+        .map(|i| paths[i].clone())
+        .collect()
 }

@@ -5,8 +5,18 @@
 //!
 //! A *site* is a stack's user frame (the function a report charges flat to, under the report's
 //! attribution) or, per stack, the stack's shown functions. Dumps are ordered by their `time`
-//! label (ties by file name), or by file name when some have none; then the series is a sequence of
-//! steps and rates are per dump.
+//! label, or when some have none by the sequence number of jemalloc's file names
+//! (`jeprof.779.10.i10.heap` after `jeprof.779.2.i2.heap`), else by modification time, else by
+//! name ([`jeprof_dumpfmt::series::order`]); without time labels the series is a sequence of steps
+//! and rates are per dump. The summary says which order was used.
+//!
+//! The *exit dump* (kind `f` by its name, `prof_final`'s; or a last dump holding less than
+//! [`EXIT_DROP`] of the process's live bytes at the dump before) is the process letting go at
+//! shutdown, not a step of its life: its figures are shown but the test decides by the dumps
+//! before it, so what the process freed at exit hides no leak the series shows. Setting it aside
+//! depends on its name or on the process's total, not on any site's figures, and the test over the
+//! dumps before it is the same test over a shorter series: its level and the false discovery rate
+//! hold as for any series. The summary says which dumps decided.
 //!
 //! Reading is two passes: every dump is read once, one stack at a time, for its labels (which also
 //! checks every file before any work); then at most [`LeakOptions::points`] dumps spread evenly
@@ -18,14 +28,15 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use jeprof_dumpfmt::leaks::human_bytes;
 use jeprof_dumpfmt::leaks::{self as test, human_duration, Plan, Point, Trend};
+use jeprof_dumpfmt::series::{Process, SeriesOrder};
 use rayon::prelude::*;
 
 use crate::error::Error;
-use crate::input::{read_dump_stacks, ReadPolicy};
+use crate::input::{series_keys_checked, ReadPolicy};
 use crate::load::load;
 use crate::report::ReportOptions;
 use crate::report::{frame_functions, shown_frames};
@@ -68,6 +79,8 @@ pub struct SeriesDump {
     pub path: PathBuf,
     /// Its `time` label in microseconds since 1970, if it has one.
     pub time: Option<i64>,
+    /// Named as the dump written at exit (kind `f`, `<prefix>.<pid>.<seq>.f.heap`).
+    pub exit: bool,
 }
 
 /// A site's series and its trend.
@@ -75,7 +88,7 @@ pub struct SeriesDump {
 pub struct Site {
     /// The user frame, or the stack (`root;…;leaf`) per stack.
     pub name: String,
-    /// Live bytes in each dump read.
+    /// Live bytes in each dump read (the exit dump's included).
     pub bytes: Vec<f64>,
     /// The test's verdict and the figures.
     pub trend: Trend,
@@ -92,11 +105,19 @@ pub struct LeakReport {
     pub series: Vec<SeriesDump>,
     /// Whether the times are the dumps' labels (else steps: dump 0, 1, …).
     pub timed: bool,
+    /// How the series was ordered.
+    pub order: SeriesOrder,
+    /// How many of the dumps read (the first ones) the test decided by: all but the exit dump.
+    pub decided: usize,
+    /// The last dump read, when it is the exit dump: shown, not tested (unless too few dumps come
+    /// before it).
+    pub exit: Option<ExitDump>,
     /// The times of the dumps read, in seconds from the first (steps when untimed).
     pub times: Vec<f64>,
     /// The steps the test used.
     pub steps: usize,
-    /// The process's live bytes in the last dump (every stack, allocator frames included).
+    /// The process's live bytes in the last dump tested (every stack, allocator frames
+    /// included).
     pub total_now: f64,
     /// Every site seen, suspects first (by rate, descending), then by live bytes now.
     pub sites: Vec<Site>,
@@ -111,53 +132,51 @@ impl LeakReport {
     }
 }
 
-/// Reads every dump for its labels and orders the series (module docs). The dumps must come from
-/// one process: dumps whose `pid` or `hostname` labels differ are an error.
+/// One field of a [`Process`], when known.
+type ProcessField = fn(&Process) -> Option<&str>;
+
+/// Reads every dump for its labels (which checks every file before any work) and orders the
+/// series ([`jeprof_dumpfmt::series::order`]: by `time` label, else by the sequence number of
+/// jemalloc's file names, else by modification time, else by name). The dumps must come from one
+/// process: dumps whose `pid` or `hostname` labels (or, without labels, the pids of their
+/// jemalloc names) differ are an error.
 pub fn order_series(
     paths: &[PathBuf],
     policy: &ReadPolicy<'_>,
-) -> Result<(Vec<SeriesDump>, bool), Error> {
-    let labels: Vec<Vec<(String, String)>> = paths
-        .par_iter()
-        .map(|p| Ok(read_dump_stacks(p, policy, |_, _| {})?.labels))
-        .collect::<Result<_, Error>>()?;
-    for key in ["pid", "hostname"] {
-        let mut seen: Vec<(&str, &Path)> = Vec::new();
-        for (l, p) in labels.iter().zip(paths) {
-            if let Some(v) = jeprof_dumpfmt::labels::get(l, key) {
+) -> Result<(Vec<SeriesDump>, SeriesOrder), Error> {
+    let keys = series_keys_checked(paths, policy)?;
+    let fields: [(&str, ProcessField); 2] = [
+        ("pid", |p| Some(p.pid.as_str())),
+        ("hostname", |p| p.host.as_deref()),
+    ];
+    for (key, field) in fields {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for k in &keys {
+            if let Some(v) = k.process.as_ref().and_then(field) {
                 if !seen.iter().any(|(s, _)| *s == v) {
-                    seen.push((v, p));
+                    seen.push((v, &k.path));
                 }
             }
         }
         if seen.len() > 1 {
             return Err(Error::Series(format!(
-                "the dumps come from more than one process: label {key} is {:?} in {} and {:?} \
-                 in {}; leaks reads one process's series (a fleet's: the SQL view \
-                 leak_trend over export's rows)",
-                seen[0].0,
-                seen[0].1.display(),
-                seen[1].0,
-                seen[1].1.display()
+                "the dumps come from more than one process: {key} is {:?} in {} and {:?} \
+                 in {} (by labels, or the pid in jemalloc's file name); leaks reads one \
+                 process's series (a fleet's: the SQL view leak_trend over export's rows)",
+                seen[0].0, seen[0].1, seen[1].0, seen[1].1
             )));
         }
     }
-    let mut series: Vec<SeriesDump> = paths
-        .iter()
-        .zip(&labels)
-        .map(|(path, l)| SeriesDump {
-            path: path.clone(),
-            time: jeprof_dumpfmt::labels::get(l, "time")
-                .and_then(jeprof_dumpfmt::labels::parse_rfc3339),
+    let (index, order) = jeprof_dumpfmt::series::order(&keys);
+    let series = index
+        .into_iter()
+        .map(|i| SeriesDump {
+            path: paths[i].clone(),
+            time: keys[i].time,
+            exit: keys[i].name.as_ref().is_some_and(|n| n.is_exit()),
         })
         .collect();
-    let timed = series.iter().all(|d| d.time.is_some());
-    if timed {
-        series.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.path.cmp(&b.path)));
-    } else {
-        series.sort_by(|a, b| a.path.cmp(&b.path));
-    }
-    Ok((series, timed))
+    Ok((series, order))
 }
 
 /// At most `points` indexes of `times` (ascending), spread evenly over their span: for each of
@@ -178,6 +197,21 @@ pub fn spread(times: &[f64], points: usize) -> Vec<usize> {
     chosen
 }
 
+/// A series' last dump set aside as its exit dump (module docs): shown, not tested.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExitDump {
+    /// The file.
+    pub path: PathBuf,
+    /// How it was known: its name, or the fall of the process's live bytes.
+    pub why: String,
+    /// Tested after all: too few dumps before it for the test.
+    pub tested: bool,
+}
+
+/// A last dump whose process holds less than this fraction of what it held at the dump before is
+/// the process letting go at shutdown, not a step of its series.
+pub const EXIT_DROP: f64 = 0.5;
+
 /// Finds the leak suspects of one process's series of dump files (module docs).
 pub fn find_leaks(
     paths: &[PathBuf],
@@ -195,7 +229,8 @@ pub fn find_leaks(
             options.points
         )));
     }
-    let (series, timed) = order_series(paths, policy)?;
+    let (series, order) = order_series(paths, policy)?;
+    let timed = order.is_timed();
     let all_times: Vec<f64> = match series.first().and_then(|d| d.time) {
         Some(t0) if timed => series
             .iter()
@@ -205,17 +240,6 @@ pub fn find_leaks(
     };
     let chosen = spread(&all_times, options.points);
     let times: Vec<f64> = chosen.iter().map(|&i| all_times[i]).collect();
-    let plan = Plan::new(&times, &options.test).map_err(|e| {
-        Error::Series(format!(
-            "{} dumps ({}): {e}",
-            series.len(),
-            if timed {
-                "ordered by their time labels"
-            } else {
-                "ordered by name: not every dump has a time label"
-            }
-        ))
-    })?;
     let read: Vec<SeriesDump> = chosen.iter().map(|&i| series[i].clone()).collect();
 
     // One dump resolved at a time (in parallel), reduced to its sites' points at once.
@@ -226,7 +250,14 @@ pub fn find_leaks(
             Ok(site_points(&profile, options))
         })
         .collect::<Result<_, Error>>()?;
-    let total_now = per_dump.last().map_or(0.0, |(_, total)| *total);
+    let totals: Vec<f64> = per_dump.iter().map(|(_, total)| *total).collect();
+    let exit = exit_dump(&read, &totals);
+    let (plan, decided) = plan_without_exit(&times, exit.is_some(), &series, order, options)?;
+    let exit = exit.map(|e| ExitDump {
+        tested: decided == read.len(),
+        ..e
+    });
+    let total_now = totals[decided - 1];
     let mut by_site: HashMap<String, Vec<Point>> = HashMap::new();
     for (i, (points, _)) in per_dump.into_iter().enumerate() {
         for (name, point) in points {
@@ -238,16 +269,86 @@ pub fn find_leaks(
     let mut sites: Vec<Site> = by_site
         .into_iter()
         .map(|(name, points)| Site {
-            trend: test::trend(&plan, &points),
+            trend: test::trend(&plan, &points[..decided]),
             bytes: points.iter().map(|p| p.bytes).collect(),
             name,
             suspect: false,
         })
         .collect();
+    mark_suspects(&mut sites, options.test.fdr);
+    Ok(LeakReport {
+        read,
+        series,
+        timed,
+        order,
+        times,
+        decided,
+        exit,
+        steps: plan.steps(),
+        total_now,
+        sites,
+        options: options.clone(),
+    })
+}
+
+/// The last dump read, when it is the exit dump: named so (kind `f`), or holding less than
+/// [`EXIT_DROP`] of the process's live bytes at the dump before it.
+fn exit_dump(read: &[SeriesDump], totals: &[f64]) -> Option<ExitDump> {
+    let last = read.last()?;
+    let why = if last.exit {
+        "the exit dump by its name (kind f)".to_string()
+    } else {
+        let [.., before, now] = totals else {
+            return None;
+        };
+        if *now >= EXIT_DROP * before {
+            return None;
+        }
+        format!(
+            "taken as the exit dump: the process's live bytes fell from {} to {} at the \
+             series' end",
+            human_bytes(*before),
+            human_bytes(*now)
+        )
+    };
+    Some(ExitDump {
+        path: last.path.clone(),
+        why,
+        tested: false,
+    })
+}
+
+/// The test's plan over the dumps read but the exit dump, and how many dumps it decides by: all
+/// of them when there is no exit dump, or when too few are left before it for the test.
+fn plan_without_exit(
+    times: &[f64],
+    exit: bool,
+    series: &[SeriesDump],
+    order: SeriesOrder,
+    options: &LeakOptions,
+) -> Result<(Plan, usize), Error> {
+    if exit {
+        if let Ok(plan) = Plan::new(&times[..times.len() - 1], &options.test) {
+            return Ok((plan, times.len() - 1));
+        }
+    }
+    let plan = Plan::new(times, &options.test).map_err(|e| {
+        Error::Series(format!(
+            "{} dumps ({}): {e}",
+            series.len(),
+            order.describe()
+        ))
+    })?;
+    Ok((plan, times.len()))
+}
+
+/// Marks the suspects (Benjamini–Hochberg at `fdr`) and sorts: suspects first by rate, then the
+/// rest by live bytes now.
+fn mark_suspects(sites: &mut [Site], fdr: f64) {
     let p_values: Vec<f64> = sites.iter().map(|s| s.trend.p_value).collect();
     for (site, found) in sites
         .iter_mut()
-        .zip(test::benjamini_hochberg(&p_values, options.test.fdr))
+        .zip(test::benjamini_hochberg(&p_values, fdr))
     {
         site.suspect = found;
     }
@@ -263,16 +364,6 @@ pub fn find_leaks(
             })
             .then_with(|| a.name.cmp(&b.name))
     });
-    Ok(LeakReport {
-        read,
-        series,
-        timed,
-        times,
-        steps: plan.steps(),
-        total_now,
-        sites,
-        options: options.clone(),
-    })
 }
 
 /// A dump's sites and their points, and the dump's live total (every stack).
@@ -374,7 +465,7 @@ impl LeakReport {
         let over = if self.timed {
             format!("over {}", human_duration(span))
         } else {
-            "ordered by name (not every dump has a time label)".to_string()
+            self.order.describe().to_string()
         };
         writeln!(
             out,
@@ -393,6 +484,7 @@ impl LeakReport {
             self.options.test.window * 100.0,
             self.steps,
         )?;
+        writeln!(out, "{}", self.decided_note())?;
         if suspects.is_empty() {
             writeln!(out, "No site's live bytes are still growing.")?;
             return Ok(());
@@ -433,6 +525,46 @@ impl LeakReport {
             writeln!(out, "{line}  {}", site.name)?;
         }
         Ok(())
+    }
+
+    /// Which dumps decided: the first and last tested, and the exit dump set aside, if any.
+    pub fn decided_note(&self) -> String {
+        let name = |p: &std::path::Path| {
+            p.file_name()
+                .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into())
+        };
+        let (first, last) = (&self.read[0], &self.read[self.decided - 1]);
+        let mut note = format!(
+            "Decided by the {} dumps read from {} (dump {}) to {} (dump {})",
+            self.decided,
+            name(&first.path),
+            self.position_in_series(0),
+            name(&last.path),
+            self.position_in_series(self.decided - 1),
+        );
+        match &self.exit {
+            Some(exit) if exit.tested => {
+                let _ = write!(
+                    note,
+                    "; the last, {}, is {}, but too few dumps come before it for the test \
+                     without it: it was tested, and what the process freed at exit can hide a \
+                     leak.",
+                    name(&exit.path),
+                    exit.why
+                );
+            }
+            Some(exit) => {
+                let _ = write!(
+                    note,
+                    "; the last, {}, is {}: shown, not tested, so what the process freed at \
+                     exit hides no leak the series shows.",
+                    name(&exit.path),
+                    exit.why
+                );
+            }
+            None => note.push('.'),
+        }
+        note
     }
 
     fn site_word(&self) -> &'static str {
@@ -485,6 +617,17 @@ impl LeakReport {
             "dumps": self.series.len(),
             "dumps_read": self.read.len(),
             "timed": self.timed,
+            "order": self.order.describe(),
+            "decided_by": {
+                "dumps": self.decided,
+                "first": self.read[0].path.display().to_string(),
+                "last": self.read[self.decided - 1].path.display().to_string(),
+            },
+            "exit_dump": self.exit.as_ref().map(|e| json!({
+                "path": e.path.display().to_string(),
+                "why": e.why,
+                "tested": e.tested,
+            })),
             "span_seconds": if self.timed { self.times.last().copied() } else { None },
             "per": self.site_word(),
             "sites": self.sites.len(),

@@ -1,7 +1,8 @@
 //! `report --html`: the page of `jeprof-page` from dumps, one self-contained HTML file.
 //!
 //! One dump is the moment shown. Several are one process's series (ordered as
-//! [`crate::leaks`] orders them: by `time` label, else by name): the last is the moment shown,
+//! [`crate::leaks`] orders them: by `time` label, else by the sequence numbers of jemalloc's file
+//! names, else by modification time, else by name): the last is the moment shown,
 //! and the series gives live bytes over time for the top sites and the leak suspects,
 //! [`find_leaks`]'s with its default options. The sites are the text report's, from its own
 //! engine ([`report::build_files`]) under the caller's options (attribution, skip rules,
@@ -143,17 +144,19 @@ fn history(
         })
         .collect();
     let note = format!(
-        "{} dumps ({} read){}; {suspects} leak suspects among {} sites (false discovery rate \
-         {}%), as `jeprof-compat leaks` finds them.",
+        "{} dumps ({} read), {}; {suspects} leak suspects among {} sites (false discovery rate \
+         {}%), as `jeprof-compat leaks` finds them.{} {}",
         found.series.len(),
         found.read.len(),
-        if found.timed {
-            ", by their time labels"
-        } else {
-            ", ordered by name (not every dump has a time label): the axis counts dumps"
-        },
+        found.order.describe(),
         found.sites.len(),
         leak_options.test.fdr * 100.0,
+        if found.timed {
+            ""
+        } else {
+            " The axis counts dumps."
+        },
+        found.decided_note(),
     );
     Ok(History {
         times: found.times.clone(),

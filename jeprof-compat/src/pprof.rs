@@ -108,6 +108,11 @@ pub fn build_with(profiles: &[ResolvedProfile], options: &PprofOptions) -> PbPro
             mappings: HashMap::new(),
             functions: HashMap::new(),
         };
+        // The program's own mapping first, whether or not a sample is in it: pprof, Parca and
+        // Pyroscope take the first mapping for the program.
+        if let Some(i) = program_mapping(profile) {
+            encoder.mapping(&mut b, &mut build_ids, i);
+        }
         // Every sample of a dump carries its labels, so a scraper that stores many processes'
         // profiles (Parca, Pyroscope) can select by them.
         let mut labels = profile.labels.clone();
@@ -247,23 +252,63 @@ impl StackEncoder<'_> {
             .checked_sub(1)
             .filter(|&i| frame.key < mappings[i].end && mappings[i].executable)
         {
-            Some(i) => *self.mappings.entry(i).or_insert_with(|| {
-                let m = &mappings[i];
-                b.mapping(&MappingInfo {
-                    start: m.start,
-                    limit: m.end,
-                    offset: m.offset,
-                    file: m.path.clone(),
-                    build_id: match self.profile.build_ids.iter().find(|b| b.path == m.path) {
-                        Some(b) => b.id.clone(),
-                        None => build_ids.of(&m.path),
-                    },
-                })
-            }),
+            Some(i) => self.mapping(b, build_ids, i),
             None => 0,
         };
         b.location(mapping_id, frame.key, lines)
     }
+
+    /// The id of mapping `i` of the dump (made on first use). The program's own is shown by the
+    /// name it was started as ([`started_as`]).
+    fn mapping(&mut self, b: &mut Builder, build_ids: &mut BuildIds, i: usize) -> u64 {
+        let profile = self.profile;
+        *self.mappings.entry(i).or_insert_with(|| {
+            let m = &profile.mappings[i];
+            let file = match program_mapping(profile) {
+                Some(p) if p == i => started_as(&m.path, &profile.labels),
+                _ => None,
+            };
+            b.mapping(&MappingInfo {
+                start: m.start,
+                limit: m.end,
+                offset: m.offset,
+                file: file.unwrap_or_else(|| m.path.clone()),
+                build_id: match profile.build_ids.iter().find(|b| b.path == m.path) {
+                    Some(b) => b.id.clone(),
+                    None => build_ids.of(&m.path),
+                },
+            })
+        })
+    }
+}
+
+/// The index of the dump's program mapping ([`jeprof_dumpfmt::maps::program_mapping`]): the file
+/// with the build id of the dump's `build_id` label, else pprof's guess.
+fn program_mapping(profile: &ResolvedProfile) -> Option<usize> {
+    let id = profile
+        .labels
+        .iter()
+        .find(|(k, _)| k == "build_id")
+        .map(|(_, v)| v);
+    let file = id.and_then(|id| profile.build_ids.iter().find(|b| b.id == *id));
+    let m =
+        jeprof_dumpfmt::maps::program_mapping(&profile.mappings, file.map(|b| b.path.as_str()))?;
+    profile.mappings.iter().position(|x| std::ptr::eq(x, m))
+}
+
+/// The path the program was started by, when the dump's `program` label (that name, as
+/// jeprof-shim writes it) differs from the mapped file's and names the same file beside it here:
+/// `/usr/bin/redis-server` for a mapped `/usr/bin/redis-check-rdb` it links to. Else `None` (the
+/// mapped path is shown).
+fn started_as(mapped: &str, labels: &[(String, String)]) -> Option<String> {
+    let (_, program) = labels.iter().find(|(k, _)| k == "program")?;
+    let mapped = Path::new(mapped);
+    if mapped.file_name()? == program.as_str() || program.contains('/') {
+        return None;
+    }
+    let candidate = mapped.parent()?.join(program);
+    let same = std::fs::canonicalize(&candidate).ok()? == std::fs::canonicalize(mapped).ok()?;
+    same.then(|| candidate.display().to_string())
 }
 
 /// GNU build ids of mapped files, read once per path (empty where the file cannot be read here,

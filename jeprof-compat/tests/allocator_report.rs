@@ -179,3 +179,37 @@ fn allocator_report_of_a_dump_without_figures_exits_2_naming_the_file_and_the_an
         "{err}"
     );
 }
+
+#[test]
+fn allocator_report_of_one_process_series_shows_the_latest_and_the_change_not_a_sum() {
+    let dir = tempfile::tempdir().unwrap();
+    // jemalloc's names, given in string order: seq 10 (the latest) before seq 2.
+    let (early, late) = (
+        dir.path().join("jeprof.779.2.i2.heap"),
+        dir.path().join("jeprof.779.10.i10.heap"),
+    );
+    let (fa, fb) = (figures(1 << 20), figures(3 << 20));
+    write_dump(&early, Some(&fa), 1.0);
+    write_dump(&late, Some(&fb), 2.0);
+    let (early, late) = (early.to_str().unwrap(), late.to_str().unwrap());
+    let out = common::run_ok(&["report", "--allocator", late, early]);
+    let alone = common::run_ok(&["report", "--allocator", late]);
+    assert_eq!(
+        figure_lines(&out),
+        figure_lines(&alone),
+        "the latest dump's figures"
+    );
+    let (table, block) = out.split_once("\n\n").unwrap();
+    assert_eq!(format!("{table}\n"), common::run_ok(&["report", late]));
+    assert!(
+        block.starts_with(
+            "2 dumps of 1 process given: the figures and the table are each process's last dump"
+        ),
+        "{block}"
+    );
+    // allocated grew by 2 MiB from the first dump to the last.
+    assert!(
+        block.contains("Change over the series (first dump to last, of the 1 process with several): allocated +2.0 MiB"),
+        "{block}"
+    );
+}

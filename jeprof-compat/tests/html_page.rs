@@ -162,7 +162,51 @@ fn a_series_adds_live_bytes_over_time_with_the_suspect_marked() {
         "{html}"
     );
     assert!(html.contains("suspect: fn_1") && !html.contains("suspect: fn_3"));
-    assert!(html.contains("12 dumps (12 read), by their time labels; 1 leak suspects among 3"));
+    assert!(
+        html.contains("12 dumps (12 read), ordered by their time labels; 1 leak suspects among 3"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Decided by the 12 dumps read from "),
+        "{html}"
+    );
+}
+
+#[test]
+fn a_series_ending_in_an_exit_dump_says_which_dumps_decided_and_still_marks_the_leak() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dumps = common::leaking_series(dir.path(), "7");
+    // Hour 12: the process let go of everything but hour 0's heap, as at shutdown.
+    let mut profile = jeprof_dumpfmt::read::read_file(&dumps[0]).unwrap();
+    let moment = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_507_200 + 3600 * 12);
+    jeprof_dumpfmt::labels::set(
+        &mut profile.labels,
+        "time",
+        &jeprof_dumpfmt::labels::rfc3339_utc(moment),
+    );
+    let last = dir.path().join("series-7-12.heap");
+    jeprof_dumpfmt::write::write_file(&profile, &last, &Default::default()).unwrap();
+    dumps.push(last);
+    let out = dir.path().join("page.html");
+    let mut args = vec![
+        "report".to_string(),
+        "--html".to_string(),
+        out.display().to_string(),
+    ];
+    args.extend(dumps.iter().map(|d| d.display().to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = common::run(&refs);
+    assert!(run.status.success() && run.stderr.is_empty(), "{run:?}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        html.contains("<ul id=\"suspects\"><li>fn_1</li></ul>"),
+        "{html}"
+    );
+    assert!(html.contains("13 dumps (13 read), ordered by their time labels; 1 leak suspects"));
+    assert!(
+        html.contains("Decided by the 12 dumps read from series-7-00.heap (dump 0) to series-7-11.heap (dump 11); the last, series-7-12.heap, is taken as the exit dump"),
+        "{html}"
+    );
 }
 
 /// A dump whose function names and scope label hold markup.

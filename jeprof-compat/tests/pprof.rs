@@ -161,3 +161,80 @@ fn go_tool_pprof_prints_our_totals() {
         );
     }
 }
+
+/// A dump of a program started by a link (`prog`, to `prog-real`) whose only sample lies in a
+/// library mapped above it, as a preloaded redis-server's libcrypto stacks.
+fn dump_of_a_linked_program(dir: &std::path::Path) -> std::path::PathBuf {
+    use jeprof_dumpfmt::build_ids::{to_annotations, BuildId};
+    use jeprof_dumpfmt::{Counts, Estimate, Profile, Stack};
+    let real = dir.join("prog-real");
+    std::fs::write(&real, "not an ELF file").unwrap();
+    std::os::unix::fs::symlink(&real, dir.join("prog")).unwrap();
+    let mut p = Profile::new(4096);
+    p.mapped_libraries = Some(format!(
+        "1000-2000 r-xp 00000000 00:00 1 {}\n7000-8000 r-xp 00000000 00:00 2 /usr/lib/libcrypto.so.3\n",
+        real.display()
+    ));
+    let estimate = Estimate {
+        objects: 1.0,
+        bytes: 4096.0,
+        ..Estimate::default()
+    };
+    p.stacks.push(Stack {
+        frames: vec![0x7100],
+        counts: Counts {
+            inuse: estimate,
+            accum: estimate,
+        },
+        threads: Vec::new(),
+    });
+    p.annotations = to_annotations(&[
+        BuildId {
+            path: real.display().to_string(),
+            id: "aa01".into(),
+        },
+        BuildId {
+            path: "/usr/lib/libcrypto.so.3".into(),
+            id: "cc03".into(),
+        },
+    ]);
+    p.labels = vec![
+        ("program".into(), "prog".into()),
+        ("build_id".into(), "aa01".into()),
+    ];
+    let path = dir.join("prog.heap");
+    jeprof_dumpfmt::write::write_file(&p, &path, &Default::default()).unwrap();
+    path
+}
+
+#[test]
+fn pprof_and_otlp_of_a_dump_put_the_program_first_named_as_it_was_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dump_of_a_linked_program(dir.path());
+    let out = dir.path().join("p.pb.gz");
+    common::run_ok(&["pprof", "-o", out.to_str().unwrap(), dump.to_str().unwrap()]);
+    let pb = read_gz(&std::fs::read(&out).unwrap()).unwrap();
+    let text = |i: i64| pb.string_table[i as usize].as_str();
+    let mappings: Vec<(&str, &str)> = pb
+        .mapping
+        .iter()
+        .map(|m| (text(m.filename), text(m.build_id)))
+        .collect();
+    let started = dir.path().join("prog").display().to_string();
+    assert_eq!(
+        mappings,
+        [
+            (started.as_str(), "aa01"),
+            ("/usr/lib/libcrypto.so.3", "cc03")
+        ]
+    );
+    let otlp = dir.path().join("p.otlp");
+    common::run_ok(&["otlp", "-o", otlp.to_str().unwrap(), dump.to_str().unwrap()]);
+    let request = jeprof_compat::otlp::decode(&std::fs::read(&otlp).unwrap()).unwrap();
+    let d = request.dictionary.unwrap();
+    // Index 0 is the zero value every OTLP table starts with.
+    assert_eq!(
+        d.string_table[d.mapping_table[1].filename_strindex as usize],
+        started
+    );
+}

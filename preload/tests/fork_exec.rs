@@ -24,10 +24,9 @@ fn sites_in(profile: &jeprof_dumpfmt::Profile) -> Vec<&'static str> {
         .collect()
 }
 
-#[test]
-fn fork_and_exec_children_write_their_own_dumps() {
-    let dir = tempfile::tempdir().unwrap();
-    let program = dir.path().join("forks");
+/// `programs/forks.c` built as `dir/forks`.
+fn compile_forks(dir: &std::path::Path) -> std::path::PathBuf {
+    let program = dir.join("forks");
     let mut flags = common::PROGRAM_FLAGS.to_vec();
     flags.push("-pthread");
     common::compile(
@@ -36,6 +35,13 @@ fn fork_and_exec_children_write_their_own_dumps() {
         &flags,
         &program,
     );
+    program
+}
+
+#[test]
+fn fork_and_exec_children_write_their_own_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = compile_forks(dir.path());
 
     let pattern = dir.path().join("heap.%p.prof");
     let output = run_ok(preloaded(
@@ -72,13 +78,46 @@ fn fork_and_exec_children_write_their_own_dumps() {
     // The exec'd image started afresh.
     assert_eq!(sites_in(&dump_of("exec")), ["exec_child_site"]);
     // Exactly these three processes dumped (the pattern gave each its own file).
-    let dumps = std::fs::read_dir(dir.path())
+    assert_eq!(dumps_in(dir.path()), 3);
+}
+
+/// The dumps (`heap.<pid>.prof`) in `dir`.
+fn dumps_in(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
         .unwrap()
         .filter(|e| {
             let name = e.as_ref().unwrap().file_name();
             let name = name.to_string_lossy();
             name.starts_with("heap.") && name.ends_with(".prof")
         })
-        .count();
-    assert_eq!(dumps, 3);
+        .count()
+}
+
+/// `program:forks`: the same binary started as `wrapper` (with its forked and exec'd children,
+/// which inherit the setting) passes through and leaves no dump; started as `forks`, its three
+/// processes dump as above.
+#[test]
+fn a_program_that_program_does_not_name_leaves_no_dumps_nor_do_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let named = compile_forks(dir.path());
+    let wrapper = dir.path().join("wrapper");
+    std::fs::copy(&named, &wrapper).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let settings = format!(
+        "program:forks,sample_rate:4096,dump_on_exit:{}",
+        out.path().join("heap.%p.prof").display()
+    );
+
+    run_ok(preloaded(common::program(&wrapper), &settings));
+    assert_eq!(
+        dumps_in(out.path()),
+        0,
+        "the wrapper and its children dumped"
+    );
+    run_ok(preloaded(common::program(&named), &settings));
+    assert_eq!(
+        dumps_in(out.path()),
+        3,
+        "the named program and its children"
+    );
 }

@@ -24,10 +24,12 @@ pub mod http;
 mod parts;
 #[cfg(target_os = "linux")]
 mod profiler;
+#[cfg(target_os = "linux")]
+mod startup;
 #[cfg(all(not(target_os = "linux"), feature = "http"))]
 pub use elsewhere::http;
 #[cfg(not(target_os = "linux"))]
-use elsewhere::{base, exact, parts, profiler};
+use elsewhere::{base, exact, parts, profiler, startup};
 
 pub use api::capture::{Unwinder, MAX_FRAMES_LIMIT};
 pub use api::control::ConfigError;
@@ -35,7 +37,7 @@ pub use api::exact::{ExactScopeStats, ExactScopes};
 pub use api::leak_history::{LeakHistoryError, LeakSuspect};
 pub use api::otlp_stats::OtlpPushStats;
 pub use api::pprof::{PprofOptions, SampleType};
-pub use api::report::Stats;
+pub use api::report::{ListenerState, Stats};
 pub use api::sampled_path::Dropped;
 pub use api::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
 pub use api::symbolize::SymbolizerCost;
@@ -50,7 +52,7 @@ pub use jeprof_dumpfmt;
 pub use jeprof_dumpfmt::leaks::LeakOptions;
 
 use parts::{sampled_arena, sampler};
-use profiler::{allocator, auto_dump, control, init, leak_history, report, sampled_path};
+use profiler::{allocator, auto_dump, init, leak_history, report, sampled_path, settings_table};
 
 /// A [`GlobalAlloc`] that samples allocations into a heap profile and serves everything else from
 /// `A`. See the crate docs.
@@ -263,13 +265,13 @@ pub fn dump(path: impl AsRef<Path>) -> Result<(), jeprof_dumpfmt::Error> {
 /// Sets the mean sampling period R in bytes (0 turns sampling off). The calling thread restarts its
 /// countdown now, other threads at their next sample.
 pub fn set_sample_rate(bytes: u64) {
-    control::set_sample_rate(bytes);
+    settings_table::set_sample_rate(bytes);
 }
 
 /// Turns sampling on or off without changing R. Live samples stay recorded and are still removed
 /// when freed.
 pub fn set_active(active: bool) {
-    control::set_active(active);
+    settings_table::set_active(active);
 }
 
 /// The profiler's own figures: live samples, distinct stacks, metadata bytes, drops.
@@ -278,20 +280,17 @@ pub fn stats() -> Stats {
 }
 
 /// Applies settings in the `JEPROF_SHIM` syntax (`key:value,...`) at run time. Every valid pair is
-/// applied; the error lists the others. `arena_size` is refused once the arena exists.
+/// applied; the error lists the others. `arena_size` is refused once the arena exists. Then starts
+/// the threads the settings now ask for (dump writer, leak history, OTLP pusher, HTTP listener).
 pub fn configure(spec: &str) -> Result<(), ConfigError> {
-    let result = init::configure(spec);
-    // Outside any allocation: the place to start the listener an `http` setting asks for.
-    #[cfg(feature = "http")]
-    http::listener_for_settings();
-    result
+    startup::configure(spec)
 }
 
 /// Makes sampling deterministic from now on: every thread restarts its countdown from a generator
 /// seeded with `seed` and the thread's uid (the calling thread immediately). For tests and
 /// reproducible experiments.
 pub fn reseed(seed: u64) {
-    control::reseed(Some(seed));
+    settings_table::reseed(Some(seed));
 }
 
 /// Writes the next sequenced dump, jemalloc's manual kind: `<dump_prefix>.<pid>.<seq>.m<mseq>.heap`
@@ -363,11 +362,9 @@ pub fn pprof_of(
 /// Names the service this process runs, for the `service` label of pprof profiles (as the
 /// `service:<name>` setting does); `""` removes it. At most 256 printable characters.
 pub fn set_service(name: &str) -> Result<(), ConfigError> {
-    let name = control::service_name(name).map_err(|why| ConfigError {
+    settings_table::apply_one("service", name).map_err(|why| ConfigError {
         problems: vec![format!("service `{name}`: {why}")],
-    })?;
-    *base::sync::lock(&base::settings::SERVICE) = name;
-    Ok(())
+    })
 }
 
 /// Runs `f` with `scope` current on this thread (nested scopes: the innermost wins), restoring

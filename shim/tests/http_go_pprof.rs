@@ -124,6 +124,16 @@ fn main() {
             "{index}: go tool pprof printed {got}, snapshot() says {want}\n{top}"
         );
     }
+    // The program's own mapping is the first, so pprof names the program (this test binary).
+    let top = go_top(
+        &go,
+        &format!("{base}/debug/pprof/heap"),
+        "inuse_space",
+        scratch.path(),
+    );
+    let exe = std::env::current_exe().unwrap();
+    let file = format!("File: {}", exe.file_name().unwrap().to_string_lossy());
+    assert!(top.lines().any(|l| l == file), "not {file:?}:\n{top}");
     for (site, _) in common::SITES {
         let top = go_top(
             &go,

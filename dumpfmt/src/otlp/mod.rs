@@ -191,18 +191,34 @@ struct ResourceSamples {
 /// with `scope` naming the profiler; see the module docs for the translation. Never fails:
 /// a dangling index of a foreign pprof message reads as "unknown" (index 0, `""`).
 pub fn from_pprof(pb: &PbProfile, scope: &InstrumentationScope) -> ExportProfilesServiceRequest {
-    let text = |i: i64| {
-        usize::try_from(i)
-            .ok()
-            .and_then(|i| pb.string_table.get(i))
-            .map_or("", String::as_str)
-    };
     let mut d = Dictionary::new();
+    let locations = dictionary_locations(pb, &mut d);
+    let resources = samples_by_resource(pb, &mut d, &locations);
+    let resource_profiles = resources
+        .into_iter()
+        .map(|resource| resource_profiles(pb, &mut d, resource, scope))
+        .collect();
+    ExportProfilesServiceRequest {
+        resource_profiles,
+        dictionary: Some(d.tables),
+    }
+}
 
+/// String `i` of `pb`'s table; `""` for an index outside it.
+fn text(pb: &PbProfile, i: i64) -> &str {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| pb.string_table.get(i))
+        .map_or("", String::as_str)
+}
+
+/// `pb`'s mappings, functions and locations put into the shared dictionary; returns each pprof
+/// location id's index in the dictionary's location table.
+fn dictionary_locations(pb: &PbProfile, d: &mut Dictionary) -> HashMap<u64, i32> {
     let mut mappings: HashMap<u64, i32> = HashMap::new();
     for m in &pb.mapping {
-        let filename_strindex = d.string(text(m.filename));
-        let build_id = text(m.build_id);
+        let filename_strindex = d.string(text(pb, m.filename));
+        let build_id = text(pb, m.build_id);
         let attribute_indices = if build_id.is_empty() {
             Vec::new()
         } else {
@@ -220,9 +236,9 @@ pub fn from_pprof(pb: &PbProfile, scope: &InstrumentationScope) -> ExportProfile
     let mut functions: HashMap<u64, i32> = HashMap::new();
     for f in &pb.function {
         let function = Function {
-            name_strindex: d.string(text(f.name)),
-            system_name_strindex: d.string(text(f.system_name)),
-            filename_strindex: d.string(text(f.filename)),
+            name_strindex: d.string(text(pb, f.name)),
+            system_name_strindex: d.string(text(pb, f.system_name)),
+            filename_strindex: d.string(text(pb, f.filename)),
             start_line: f.start_line,
         };
         functions.insert(f.id, next_index(d.tables.function_table.len()));
@@ -247,8 +263,17 @@ pub fn from_pprof(pb: &PbProfile, scope: &InstrumentationScope) -> ExportProfile
         locations.insert(l.id, next_index(d.tables.location_table.len()));
         d.tables.location_table.push(location);
     }
+    locations
+}
 
-    // Samples by resource, in the order their resources first appear.
+/// `pb`'s samples grouped by resource (their string labels but the scope's), in the order their
+/// resources first appear, and added up by (stack, attributes): numeric labels and the scope
+/// become sample attributes.
+fn samples_by_resource(
+    pb: &PbProfile,
+    d: &mut Dictionary,
+    locations: &HashMap<u64, i32>,
+) -> Vec<ResourceSamples> {
     let types = pb.sample_type.len();
     let mut resources: Vec<ResourceSamples> = Vec::new();
     let mut resource_of: HashMap<Vec<(String, String)>, usize> = HashMap::new();
@@ -256,16 +281,16 @@ pub fn from_pprof(pb: &PbProfile, scope: &InstrumentationScope) -> ExportProfile
         let mut labels = Vec::new();
         let mut attributes = Vec::new();
         for label in &sample.label {
-            let key = text(label.key);
+            let key = text(pb, label.key);
             if key == SCOPE_LABEL || label.str == 0 {
                 let value = if label.str == 0 {
                     AttributeValue::Int(label.num)
                 } else {
-                    AttributeValue::Str(text(label.str).to_string())
+                    AttributeValue::Str(text(pb, label.str).to_string())
                 };
-                attributes.push(d.attribute(key, value, text(label.num_unit)));
+                attributes.push(d.attribute(key, value, text(pb, label.num_unit)));
             } else {
-                labels.push((key.to_string(), text(label.str).to_string()));
+                labels.push((key.to_string(), text(pb, label.str).to_string()));
             }
         }
         attributes.sort_unstable();
@@ -296,9 +321,18 @@ pub fn from_pprof(pb: &PbProfile, scope: &InstrumentationScope) -> ExportProfile
             *sum = sum.saturating_add(*value);
         }
     }
+    resources
+}
 
-    // The default sample type first, then pprof's order.
-    let mut order: Vec<usize> = (0..types).collect();
+/// One resource's profiles: one per sample type, the default type first, then pprof's order;
+/// each keeps the samples with a value of its type.
+fn resource_profiles(
+    pb: &PbProfile,
+    d: &mut Dictionary,
+    resource: ResourceSamples,
+    scope: &InstrumentationScope,
+) -> ResourceProfiles {
+    let mut order: Vec<usize> = (0..pb.sample_type.len()).collect();
     if let Some(first) = pb
         .sample_type
         .iter()
@@ -307,67 +341,52 @@ pub fn from_pprof(pb: &PbProfile, scope: &InstrumentationScope) -> ExportProfile
         order.remove(first);
         order.insert(0, first);
     }
-    let value_types: Vec<ValueType> = pb
-        .sample_type
+    let mut value_type = |t: &crate::pprof::PbValueType| ValueType {
+        type_strindex: d.string(text(pb, t.r#type)),
+        unit_strindex: d.string(text(pb, t.unit)),
+    };
+    let value_types: Vec<ValueType> = pb.sample_type.iter().map(&mut value_type).collect();
+    let period_type = pb.period_type.as_ref().map(&mut value_type);
+    let time_unix_nano = u64::try_from(pb.time_nanos)
+        .ok()
+        .filter(|&t| t > 0)
+        .or_else(|| labelled_time(&resource.labels))
+        .unwrap_or(0);
+    let profiles = order
         .iter()
-        .map(|t| ValueType {
-            type_strindex: d.string(text(t.r#type)),
-            unit_strindex: d.string(text(t.unit)),
-        })
-        .collect();
-    let period_type = pb.period_type.as_ref().map(|t| ValueType {
-        type_strindex: d.string(text(t.r#type)),
-        unit_strindex: d.string(text(t.unit)),
-    });
-    let resource_profiles = resources
-        .into_iter()
-        .map(|resource| {
-            let time_unix_nano = u64::try_from(pb.time_nanos)
-                .ok()
-                .filter(|&t| t > 0)
-                .or_else(|| labelled_time(&resource.labels))
-                .unwrap_or(0);
-            let profiles = order
+        .map(|&t| Profile {
+            sample_type: Some(value_types[t].clone()),
+            samples: resource
+                .samples
                 .iter()
-                .map(|&t| Profile {
-                    sample_type: Some(value_types[t].clone()),
-                    samples: resource
-                        .samples
-                        .iter()
-                        .filter(|(_, _, values)| values[t] != 0)
-                        .map(|(stack, attributes, values)| Sample {
-                            stack_index: *stack,
-                            attribute_indices: attributes.clone(),
-                            link_index: 0,
-                            values: vec![values[t]],
-                        })
-                        .collect(),
-                    time_unix_nano,
-                    duration_nano: u64::try_from(pb.duration_nanos).unwrap_or(0),
-                    period_type: period_type.clone(),
-                    period: pb.period,
-                    profile_id: Vec::new(),
-                    dropped_attributes_count: 0,
-                    attribute_indices: Vec::new(),
+                .filter(|(_, _, values)| values[t] != 0)
+                .map(|(stack, attributes, values)| Sample {
+                    stack_index: *stack,
+                    attribute_indices: attributes.clone(),
+                    link_index: 0,
+                    values: vec![values[t]],
                 })
-                .collect();
-            ResourceProfiles {
-                resource: Some(Resource {
-                    attributes: resource_attributes(&resource.labels),
-                    dropped_attributes_count: 0,
-                }),
-                scope_profiles: vec![ScopeProfiles {
-                    scope: Some(scope.clone()),
-                    profiles,
-                    schema_url: String::new(),
-                }],
-                schema_url: String::new(),
-            }
+                .collect(),
+            time_unix_nano,
+            duration_nano: u64::try_from(pb.duration_nanos).unwrap_or(0),
+            period_type: period_type.clone(),
+            period: pb.period,
+            profile_id: Vec::new(),
+            dropped_attributes_count: 0,
+            attribute_indices: Vec::new(),
         })
         .collect();
-    ExportProfilesServiceRequest {
-        resource_profiles,
-        dictionary: Some(d.tables),
+    ResourceProfiles {
+        resource: Some(Resource {
+            attributes: resource_attributes(&resource.labels),
+            dropped_attributes_count: 0,
+        }),
+        scope_profiles: vec![ScopeProfiles {
+            scope: Some(scope.clone()),
+            profiles,
+            schema_url: String::new(),
+        }],
+        schema_url: String::new(),
     }
 }
 

@@ -305,6 +305,10 @@ pub struct Options {
     pub skip: SkipRules,
     /// Build ids by mapped file path, for the mappings.
     pub build_ids: Vec<(String, String)>,
+    /// The path shown as the program's own mapping's file (the first mapping, pprof's `File:`):
+    /// the name the program was started by, where the caller found it names the mapped file
+    /// (`/usr/bin/redis-server`, a link to `redis-check-rdb`); `None`, the mapped path.
+    pub program_file: Option<String>,
 }
 
 /// The pprof message for `profile`, with names (and, where the table has them, source files and
@@ -324,6 +328,27 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
         .map(maps::parse_maps)
         .unwrap_or_default();
     let names = profile.symbols.as_ref().map(|s| &s.names);
+    let program = program_mapping(&mappings, &header.labels, profile, &options.build_ids);
+    let mapping_info = |m: &Mapping| MappingInfo {
+        start: m.start,
+        limit: m.end,
+        offset: m.offset,
+        file: match &options.program_file {
+            Some(shown) if program.is_some_and(|p| std::ptr::eq(p, m)) => shown.clone(),
+            _ => m.path.clone(),
+        },
+        build_id: options
+            .build_ids
+            .iter()
+            .find(|(path, _)| *path == m.path)
+            .map(|(_, id)| id.clone())
+            .unwrap_or_default(),
+    };
+    // The program's own mapping first, whether or not a sample is in it: readers take the first
+    // mapping for the program.
+    if let Some(m) = program {
+        b.mapping(&mapping_info(m));
+    }
     // Per-scope figures by frames ([`Profile::scopes`]), each used once, at the first stack with
     // those frames.
     let mut scopes: std::collections::HashMap<&[u64], Vec<&crate::model::ScopeStack>> =
@@ -350,21 +375,7 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
         let mut ids = Vec::with_capacity(keys.len() - start);
         for &key in &keys[start..] {
             let mapping_id = match maps::find(&mappings, key) {
-                Some(m) => {
-                    let build_id = options
-                        .build_ids
-                        .iter()
-                        .find(|(path, _)| *path == m.path)
-                        .map(|(_, id)| id.clone())
-                        .unwrap_or_default();
-                    b.mapping(&MappingInfo {
-                        start: m.start,
-                        limit: m.end,
-                        offset: m.offset,
-                        file: m.path.clone(),
-                        build_id,
-                    })
-                }
+                Some(m) => b.mapping(&mapping_info(m)),
                 None => 0,
             };
             let positions = profile.symbols.as_ref().and_then(|s| s.lines.get(&key));
@@ -407,6 +418,23 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
         }
     }
     b.finish()
+}
+
+/// The program's own executable mapping among `mappings` ([`maps::program_mapping`]): the file
+/// whose build id (in `build_ids`, by mapped path) is the `build_id` label's (`labels`', else the
+/// profile's), else pprof's guess.
+fn program_mapping<'m>(
+    mappings: &'m [Mapping],
+    labels: &[(String, String)],
+    profile: &Profile,
+    build_ids: &[(String, String)],
+) -> Option<&'m Mapping> {
+    let id = [labels, profile.labels.as_slice()]
+        .into_iter()
+        .find_map(|labels| labels.iter().find(|(k, _)| k == "build_id"))
+        .map(|(_, id)| id);
+    let file = id.and_then(|id| build_ids.iter().find(|(_, b)| b == id));
+    maps::program_mapping(mappings, file.map(|(path, _)| path.as_str()))
 }
 
 /// Encodes and gzips `profile` (what `go tool pprof` reads).
@@ -591,5 +619,62 @@ mod tests {
         write_gz(&pb, &mut gz).expect("writing to memory");
         assert_eq!(read_gz(&gz).expect("decodes"), pb);
         assert!(matches!(read_gz(b"not gzip"), Err(Error::Pprof(_))));
+    }
+
+    #[test]
+    fn the_programs_own_mapping_comes_first_named_as_it_was_started() {
+        // The only sample is in a library mapped above the program, as a preloaded redis's
+        // libcrypto stacks were: pprof's `File:` must still be the program.
+        let mut p = Profile::new(4096);
+        p.mapped_libraries = Some(
+            "1000-2000 r-xp 00000000 00:00 1 /usr/bin/redis-check-rdb\n\
+             7000-8000 r-xp 00000000 00:00 2 /usr/lib/libcrypto.so.3\n"
+                .to_string(),
+        );
+        p.stacks.push(crate::Stack {
+            frames: vec![0x7100],
+            counts: Counts {
+                inuse: estimate(1.0, 4096.0),
+                accum: estimate(1.0, 4096.0),
+            },
+            threads: Vec::new(),
+        });
+        let options = Options {
+            header: Header {
+                labels: vec![("build_id".into(), "aa01".into())],
+                ..Header::default()
+            },
+            build_ids: vec![
+                ("/usr/bin/redis-check-rdb".into(), "aa01".into()),
+                ("/usr/lib/libcrypto.so.3".into(), "cc03".into()),
+            ],
+            program_file: Some("/usr/bin/redis-server".into()),
+            ..Options::default()
+        };
+        let pb = from_profile(&p, &options);
+        let text = |i: i64| pb.string_table[i as usize].as_str();
+        let files: Vec<(&str, &str)> = pb
+            .mapping
+            .iter()
+            .map(|m| (text(m.filename), text(m.build_id)))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("/usr/bin/redis-server", "aa01"),
+                ("/usr/lib/libcrypto.so.3", "cc03")
+            ]
+        );
+        assert_eq!(pb.mapping[0].id, 1);
+        assert_eq!(
+            pb.location[0].mapping_id, 2,
+            "the sample stays in libcrypto"
+        );
+        // Without a build id label, pprof's guess: the first mapping that is not a library.
+        let pb = from_profile(&p, &Options::default());
+        assert_eq!(
+            pb.string_table[pb.mapping[0].filename as usize],
+            "/usr/bin/redis-check-rdb"
+        );
     }
 }

@@ -177,12 +177,18 @@ pub(crate) struct ReportArgs {
     /// Print each scope's in-use total with its 95% interval instead of the function table.
     #[arg(long = "by-scope")]
     pub(crate) by_scope: bool,
-    /// After the table, the allocator's figures the dumps carry (summed over several dumps), one
+    /// After the table, the allocator's figures the dumps carry (of several dumps of one process
+    /// the last, table included, with the change over the series; summed over processes), one
     /// per line as `<name>: <bytes> B`, and what they say: how much of the heap the profile
     /// covers, fragmentation, retained memory, the profiler's share. Dumps of jeprof-shim and
     /// libjeprof_preload.so carry them; a dump without them is an error.
     #[arg(long, conflicts_with_all = ["collapsed", "flamegraph", "scope", "by_scope"])]
     pub(crate) allocator: bool,
+    /// Of several dumps of one process (same pid and host, by labels or jemalloc's file names),
+    /// read only its last in series order (time label, else the file name's sequence number,
+    /// else modification time): a fleet merge of periodic dumps, each process once.
+    #[arg(long = "latest-per-process", alias = "latest_per_process")]
+    pub(crate) latest_per_process: bool,
     #[command(flatten)]
     pub(crate) common: Common,
 }
@@ -292,6 +298,11 @@ pub(crate) struct MergeArgs {
     /// heap_v2 output, a string label on every sample of pprof output.
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub(crate) labels: Vec<String>,
+    /// Of several dumps of one process (same pid and host, by labels or jemalloc's file names),
+    /// read only its last in series order (time label, else the file name's sequence number,
+    /// else modification time): a fleet merge of periodic dumps, each process once.
+    #[arg(long = "latest-per-process", alias = "latest_per_process")]
+    pub(crate) latest_per_process: bool,
     #[command(flatten)]
     pub(crate) common: Common,
 }
@@ -356,6 +367,11 @@ pub(crate) struct ExportArgs {
     /// Dumps read at once (default: the number of cores, at most 4).
     #[arg(long, value_name = "N")]
     pub(crate) jobs: Option<usize>,
+    /// Of several dumps of one process (same pid and host, by labels or jemalloc's file names),
+    /// read only its last in series order (time label, else the file name's sequence number,
+    /// else modification time): a fleet merge of periodic dumps, each process once.
+    #[arg(long = "latest-per-process", alias = "latest_per_process")]
+    pub(crate) latest_per_process: bool,
     #[command(flatten)]
     pub(crate) common: Common,
 }
@@ -379,7 +395,8 @@ pub(crate) struct DiffArgs {
 
 #[derive(Args)]
 pub(crate) struct LeaksArgs {
-    /// One process's dumps, in any order (ordered by their time label, else by name).
+    /// One process's dumps, in any order (ordered by their time labels, else by the sequence
+    /// numbers of jemalloc's file names, else by modification time).
     #[arg(required = true, value_name = "DUMP")]
     pub(crate) dumps: Vec<PathBuf>,
     /// A site per stack (root;...;leaf) rather than per user frame.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use jeprof_compat::attribution::Attribution;
-use jeprof_compat::input::ReadPolicy;
+use jeprof_compat::input::{self, ReadPolicy};
 use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{Measure, ReportOptions};
@@ -21,6 +21,7 @@ use jeprof_compat::views::filters::StackFilters;
 use jeprof_compat::views::remote;
 use jeprof_compat::{binary, export, pprof};
 use jeprof_dumpfmt::read::ReadOptions;
+use jeprof_dumpfmt::series::ProcessCounts;
 use regex::Regex;
 
 use crate::cli::defs::{
@@ -47,8 +48,8 @@ impl Common {
         Ok(())
     }
 
-    /// [`Common::symbolize`] for the project's own views (leaks, the page, pprof, OTLP,
-    /// export): a frame past the end of every sized symbol is `object+0xOFFSET`
+    /// [`Common::symbolize`] for the project's own views that show stacks as they are (the page,
+    /// pprof, OTLP): a frame past the end of every sized symbol is `object+0xOFFSET`
     /// ([`NameRule::Sized`]), never a neighbour's name.
     pub(crate) fn symbolize_own(&self) -> anyhow::Result<SymbolizeOptions> {
         Ok(SymbolizeOptions {
@@ -239,7 +240,8 @@ impl ExportArgs {
 
     pub(crate) fn export_options(&self) -> anyhow::Result<export::ExportOptions> {
         Ok(export::ExportOptions {
-            symbolize: self.common.symbolize_own()?,
+            // jeprof's rule, as `leaks` (its rows skip allocator frames by name).
+            symbolize: self.common.symbolize()?,
             rows: export::RowOptions {
                 skip: self.common.skip(),
                 per_thread: self.per_thread,
@@ -285,4 +287,26 @@ impl JeprofViewArgs {
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout)
     }
+}
+
+/// The dumps `report` and `export` read: with `--latest-per-process` each process's last
+/// ([`input::latest_per_process`]); without it all, with a warning when several are of one
+/// process ([`input::repeated_process_warning`]). URLs are left as they are.
+pub(crate) fn per_process(dumps: &mut Vec<PathBuf>, latest: bool) -> anyhow::Result<()> {
+    if dumps.iter().any(|p| p.to_str().is_some_and(remote::is_url)) {
+        if latest {
+            anyhow::bail!("--latest-per-process reads dump files, not a process's URL");
+        }
+        return Ok(());
+    }
+    if dumps.len() < 2 {
+        return Ok(());
+    }
+    let keys = input::series_keys(dumps)?;
+    if latest {
+        *dumps = input::latest_per_process(dumps, &keys);
+    } else if let Some(warning) = input::repeated_process_warning(&ProcessCounts::of(&keys)) {
+        warn(&warning);
+    }
+    Ok(())
 }

@@ -59,7 +59,7 @@ mod translate;
 
 pub use aggregate::{build, build_dumps, build_files, FunctionTable};
 pub(crate) use aggregate::{build_file_pair, PairedSums};
-pub use allocator::{allocator_files, AllocatorReport};
+pub use allocator::{allocator_files, AllocatorReport, SeriesChange};
 pub use folded::{collapsed, collapsed_files, flamegraph, flamegraph_title, format_collapsed};
 pub(crate) use frames::allocator_names_inlined;
 #[cfg(feature = "export")]

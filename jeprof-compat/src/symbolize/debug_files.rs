@@ -1,4 +1,5 @@
-//! Debug files found by GNU build id (`--debug-dir`), and the build ids of object files.
+//! Debug files found by GNU build id and by `.gnu_debuglink` (the system debug directory and
+//! `--debug-dir`), and the build ids of object files.
 //!
 //! Fleets keep debug information apart from the programs they run, by build id: a debug
 //! directory holds `.build-id/<first two hex digits>/<the rest>.debug` (debuginfod's cache, the

@@ -70,38 +70,77 @@ pub fn graph(
 ) -> Option<(String, Option<String>)> {
     let built = report::build(profiles, options);
     let (m, b) = (options.measure, options.show_bytes);
-    let local_total = built.shown_total;
-    let nodelimit = perl_trunc(dot.nodefraction * local_total);
-    let edgelimit = perl_trunc(dot.edgefraction * local_total);
-    let mut rows: Vec<&report::FunctionFigures> = built.rows.iter().collect();
+    let limits = Limits {
+        local_total: built.shown_total,
+        node: perl_trunc(dot.nodefraction * built.shown_total),
+        edge: perl_trunc(dot.edgefraction * built.shown_total),
+    };
+    let rows = shown_nodes(&built.rows, dot.nodecount, limits.node)?;
+    let dropping = (limits.node > 0.0 || limits.edge > 0.0).then(|| {
+        format!(
+            "Dropping nodes with <= {} {}; edges with <= {} abs({})",
+            unparse(limits.node, m, b),
+            units(m, b),
+            unparse(limits.edge, m, b),
+            units(m, b)
+        )
+    });
+    let mut out = String::new();
+    write_header(&mut out, built.total, &limits, options, dot);
+    let node = write_nodes(&mut out, &rows, &limits, options);
+    let edges = edge_figures(profiles, options, &node);
+    write_edges(&mut out, edges, &node, &limits, options, dot);
+    out.push_str("}\n");
+    Some((out, dropping))
+}
+
+/// The figures the graph's cuts are measured against: the shown total, and jeprof's node and
+/// edge limits (its fractions of that total, truncated as Perl's `int`).
+struct Limits {
+    local_total: f64,
+    node: f64,
+    edge: f64,
+}
+
+/// The functions drawn as nodes: by decreasing absolute cumulative figure (then name), at most
+/// `nodecount`, without the tail at or below `nodelimit`; `None` when none is left.
+fn shown_nodes(
+    rows: &[report::FunctionFigures],
+    nodecount: usize,
+    nodelimit: f64,
+) -> Option<Vec<&report::FunctionFigures>> {
+    let mut rows: Vec<&report::FunctionFigures> = rows.iter().collect();
     rows.sort_by(|x, y| {
         y.cum
             .abs()
             .total_cmp(&x.cum.abs())
             .then_with(|| x.name.cmp(&y.name))
     });
-    let mut last = dot.nodecount.min(rows.len()) as isize - 1;
+    let mut last = nodecount.min(rows.len()) as isize - 1;
     while last >= 0 && rows[last as usize].cum.abs() <= nodelimit {
         last -= 1;
     }
     if last < 0 {
         return None;
     }
-    let dropping = (nodelimit > 0.0 || edgelimit > 0.0).then(|| {
-        format!(
-            "Dropping nodes with <= {} {}; edges with <= {} abs({})",
-            unparse(nodelimit, m, b),
-            units(m, b),
-            unparse(edgelimit, m, b),
-            units(m, b)
-        )
-    });
-    let mut out = String::new();
+    rows.truncate(last as usize + 1);
+    Some(rows)
+}
+
+/// The graph's opening line, node defaults and legend.
+fn write_header(
+    out: &mut String,
+    total: f64,
+    limits: &Limits,
+    options: &ReportOptions,
+    dot: &DotOptions,
+) {
+    let (m, b) = (options.measure, options.show_bytes);
     let _ = writeln!(
         out,
         "digraph \"{}; {} {}\" {{",
         dot.program,
-        unparse(built.total, m, b),
+        unparse(total, m, b),
         units(m, b)
     );
     out.push_str("node [width=0.375,height=0.25];\n");
@@ -109,22 +148,34 @@ pub fn graph(
         out,
         "Legend [shape=box,fontsize=24,shape=plaintext,label=\"{}\\l{}\\l{}\\l{}\\l{}\\l\"];",
         dot.program,
-        format_args!("Total {}: {}", units(m, b), unparse(built.total, m, b)),
-        format_args!("Focusing on: {}", unparse(local_total, m, b)),
+        format_args!("Total {}: {}", units(m, b), unparse(total, m, b)),
+        format_args!("Focusing on: {}", unparse(limits.local_total, m, b)),
         format_args!(
             "Dropped nodes with <= {} abs({})",
-            unparse(nodelimit, m, b),
+            unparse(limits.node, m, b),
             units(m, b)
         ),
         format_args!(
             "Dropped edges with <= {} {}",
-            unparse(edgelimit, m, b),
+            unparse(limits.edge, m, b),
             units(m, b)
         ),
     );
+}
+
+/// One box per shown function (its name split at spaces and `::`, flat and cum figures, a font
+/// growing with the square root of its flat share); returns each name's node number.
+fn write_nodes<'r>(
+    out: &mut String,
+    rows: &[&'r report::FunctionFigures],
+    limits: &Limits,
+    options: &ReportOptions,
+) -> HashMap<&'r str, usize> {
+    let (m, b) = (options.measure, options.show_bytes);
+    let local_total = limits.local_total;
     let mut node: HashMap<&str, usize> = HashMap::new();
     let space = regex::Regex::new(r"\s+").expect("static regex");
-    for (i, row) in rows[..=last as usize].iter().enumerate() {
+    for (i, row) in rows.iter().enumerate() {
         let (f, c) = (row.flat, row.cum);
         let fs = if local_total > 0.0 {
             8.0 + 50.0 * (f / local_total).abs().sqrt()
@@ -146,7 +197,17 @@ pub fn graph(
             percent(f, local_total),
         );
     }
-    // Edges between consecutive functions of each shown stack, as `TranslateStack` gives them.
+    node
+}
+
+/// Edges between consecutive functions of each shown stack, as `TranslateStack` gives them,
+/// between nodes only, with the stacks' figures added up; by decreasing figure, then by their
+/// nodes' names (jeprof's order of equal figures is Perl's hash order).
+fn edge_figures<'n>(
+    profiles: &[ResolvedProfile],
+    options: &ReportOptions,
+    node: &HashMap<&'n str, usize>,
+) -> Vec<((&'n str, &'n str), f64)> {
     let mut edges: HashMap<(&str, &str), f64> = HashMap::new();
     let mut translated: Vec<String> = Vec::new();
     for profile in profiles {
@@ -171,20 +232,35 @@ pub fn graph(
     }
     let mut edges: Vec<((&str, &str), f64)> = edges.into_iter().collect();
     edges.sort_by(|(ka, a), (kb, b)| b.total_cmp(a).then_with(|| ka.cmp(kb)));
+    edges
+}
+
+/// The edges jeprof keeps: a node's first incoming edge always, the others while above the edge
+/// limit and within `maxdegree` in and out; width and weight as jeprof computes them, dashed into
+/// an inlined function.
+fn write_edges(
+    out: &mut String,
+    edges: Vec<((&str, &str), f64)>,
+    node: &HashMap<&str, usize>,
+    limits: &Limits,
+    options: &ReportOptions,
+    dot: &DotOptions,
+) {
+    let (m, b) = (options.measure, options.show_bytes);
     let mut indegree: HashMap<&str, usize> = HashMap::new();
     let mut outdegree: HashMap<&str, usize> = HashMap::new();
     for ((src, dst), n) in edges {
         let ins = *indegree.get(dst).unwrap_or(&0);
         let outs = *outdegree.get(src).unwrap_or(&0);
         let keep =
-            ins == 0 || !(n.abs() <= edgelimit || outs >= dot.maxdegree || ins >= dot.maxdegree);
+            ins == 0 || !(n.abs() <= limits.edge || outs >= dot.maxdegree || ins >= dot.maxdegree);
         if !keep {
             continue;
         }
         *outdegree.entry(src).or_default() += 1;
         *indegree.entry(dst).or_default() += 1;
-        let fraction = if local_total != 0.0 {
-            (3.0 * (n / local_total)).abs().min(1.0)
+        let fraction = if limits.local_total != 0.0 {
+            (3.0 * (n / limits.local_total)).abs().min(1.0)
         } else {
             0.0
         };
@@ -206,8 +282,6 @@ pub fn graph(
             unparse(n, m, b),
         );
     }
-    out.push_str("}\n");
-    Some((out, dropping))
 }
 
 /// The program jeprof names in the graph: the last symbol section's `binary=`, else `binary`

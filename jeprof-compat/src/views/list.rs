@@ -214,15 +214,9 @@ fn print_source(
         warn(format!("no filename found in {routine}"));
         return false;
     };
-    let mut lastline = code
-        .iter()
-        .filter(|i| i.file == filename)
-        .map(|i| i.line)
-        .fold(0, i64::max);
-    let firstline = code
-        .iter()
-        .find(|i| i.file == filename)
-        .map_or(1, |i| i.line);
+    let in_file = || code.iter().filter(|i| i.file == filename);
+    let oldlastline = in_file().map(|i| i.line).fold(0, i64::max);
+    let firstline = in_file().next().map_or(1, |i| i.line);
     let source = match std::fs::read(&filename) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).replace('\r', ""),
         Err(e) => {
@@ -232,7 +226,42 @@ fn print_source(
     };
     // Perl's `<FILE>` lines, each with its newline (the last may lack one).
     let lines: Vec<&str> = source.split_inclusive('\n').collect();
-    let oldlastline = lastline;
+    let span = Span {
+        first: firstline,
+        last: block_end(&lines, firstline, oldlastline),
+        old_last: oldlastline,
+    };
+    let by_line = line_figures(code, figures, &filename, &span);
+    let u = |x: f64| unparse(x, measure, show_bytes);
+    let _ = writeln!(
+        out,
+        "ROUTINE ====================== {} in {}",
+        short_function_name(routine),
+        clean_file_name(&filename)
+    );
+    let _ = writeln!(
+        out,
+        "{:>6} {:>6} Total {} (flat / cumulative)",
+        u(by_line.total.0),
+        u(by_line.total.1),
+        units(measure, show_bytes)
+    );
+    write_lines(out, &lines, &span, &by_line, &u);
+    true
+}
+
+/// The source lines a listing covers: from the routine's first line to `last` (its last line
+/// extended to the end of its indented block), printed with five lines of context after
+/// `old_last`, the last line the line table names.
+struct Span {
+    first: i64,
+    last: i64,
+    old_last: i64,
+}
+
+/// jeprof's extension of a routine's last line to the end of its block: past `lastline`, lines
+/// indented at least as far as the routine's first line belong to it.
+fn block_end(lines: &[&str], firstline: i64, mut lastline: i64) -> i64 {
     let mut first_indentation = -1;
     for (i, text) in lines.iter().enumerate() {
         let l = i as i64 + 1;
@@ -251,60 +280,76 @@ fn print_source(
             }
         }
     }
-    let (mut flat, mut cum): (BTreeMap<i64, f64>, BTreeMap<i64, f64>) = Default::default();
-    let (mut running1, mut running2, mut total1, mut total2) = (0.0, 0.0, 0.0, 0.0);
+    lastline
+}
+
+/// Flat and cumulative figures per source line, and their totals.
+struct LineFigures {
+    flat: BTreeMap<i64, f64>,
+    cum: BTreeMap<i64, f64>,
+    /// (flat, cumulative) over every instruction of the routine.
+    total: (f64, f64),
+}
+
+/// jeprof's charging of instructions to lines: each instruction's figures run on until an
+/// instruction of the listed file inside the span takes them; what is left goes to the last line.
+fn line_figures(
+    code: &[Instruction],
+    figures: &Figures,
+    filename: &str,
+    span: &Span,
+) -> LineFigures {
+    let mut by_line = LineFigures {
+        flat: BTreeMap::new(),
+        cum: BTreeMap::new(),
+        total: (0.0, 0.0),
+    };
+    let sum_in = |table: &HashMap<u64, f64>, i: &Instruction| -> f64 {
+        table
+            .iter()
+            .filter(|(a, _)| **a >= i.start && **a < i.end)
+            .fold(0.0, |sum, (_, v)| sum + v)
+    };
+    let (mut running1, mut running2) = (0.0, 0.0);
     for i in code {
-        let mut c1 = 0.0;
-        let mut c2 = 0.0;
-        for (a, v) in &figures.flat {
-            if *a >= i.start && *a < i.end {
-                c1 += v;
-            }
-        }
-        for (a, v) in &figures.cum {
-            if *a >= i.start && *a < i.end {
-                c2 += v;
-            }
-        }
+        let c1 = sum_in(&figures.flat, i);
+        let c2 = sum_in(&figures.cum, i);
         running1 += c1;
         running2 += c2;
-        total1 += c1;
-        total2 += c2;
-        if i.file == filename && i.line >= firstline && i.line <= lastline {
-            *flat.entry(i.line).or_default() += running1;
-            *cum.entry(i.line).or_default() += running2;
+        by_line.total.0 += c1;
+        by_line.total.1 += c2;
+        if i.file == filename && i.line >= span.first && i.line <= span.last {
+            *by_line.flat.entry(i.line).or_default() += running1;
+            *by_line.cum.entry(i.line).or_default() += running2;
             running1 = 0.0;
             running2 = 0.0;
         }
     }
-    *flat.entry(lastline).or_default() += running1;
-    *cum.entry(lastline).or_default() += running2;
-    let u = |x: f64| unparse(x, measure, show_bytes);
+    *by_line.flat.entry(span.last).or_default() += running1;
+    *by_line.cum.entry(span.last).or_default() += running2;
+    by_line
+}
+
+/// The listed lines with their figures (`.` for none), the routine between `---` lines.
+fn write_lines(
+    out: &mut String,
+    lines: &[&str],
+    span: &Span,
+    by_line: &LineFigures,
+    u: &dyn Fn(f64) -> String,
+) {
     let alt = |x: f64| if x == 0.0 { ".".to_string() } else { u(x) };
-    let _ = writeln!(
-        out,
-        "ROUTINE ====================== {} in {}",
-        short_function_name(routine),
-        clean_file_name(&filename)
-    );
-    let _ = writeln!(
-        out,
-        "{:>6} {:>6} Total {} (flat / cumulative)",
-        u(total1),
-        u(total2),
-        units(measure, show_bytes)
-    );
     for (i, text) in lines.iter().enumerate() {
         let l = i as i64 + 1;
-        if l >= firstline - 5 && (l <= oldlastline + 5 || l <= lastline) {
+        if l >= span.first - 5 && (l <= span.old_last + 5 || l <= span.last) {
             // Perl's `chop`: the last character, newline or not.
             let mut chars = text.chars();
             chars.next_back();
-            if l == firstline {
+            if l == span.first {
                 out.push_str("---\n");
             }
-            let n1 = flat.get(&l).copied().unwrap_or(0.0);
-            let n2 = cum.get(&l).copied().unwrap_or(0.0);
+            let n1 = by_line.flat.get(&l).copied().unwrap_or(0.0);
+            let n2 = by_line.cum.get(&l).copied().unwrap_or(0.0);
             let _ = writeln!(
                 out,
                 "{:>6} {:>6} {l:>4}: {}",
@@ -312,12 +357,11 @@ fn print_source(
                 alt(n2),
                 chars.as_str()
             );
-            if l == lastline {
+            if l == span.last {
                 out.push_str("---\n");
             }
         }
     }
-    true
 }
 
 /// The listing of every routine of `program` matching `regex` that has a figure, as

@@ -43,16 +43,18 @@ pub fn real_dump() -> Option<PathBuf> {
     found
 }
 
-/// Where the real dump is: `shared/real-dumps/` beside the checkout, else in the machine's
-/// `/work/shared/` (where a worktree or another clone finds it); `None` where neither has it.
+/// Where the real dump is: `shared/real-dumps/` beside the checkout (where CI lays it), else in
+/// the directory `JEPROF_REAL_DUMPS` names (for a worktree or clone elsewhere); `None` where
+/// neither has it.
 pub fn find_real_dump() -> Option<PathBuf> {
-    [
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/real-dumps/pprof-pr690-jemalloc.heap"),
-        PathBuf::from("/work/shared/real-dumps/pprof-pr690-jemalloc.heap"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
+    const NAME: &str = "pprof-pr690-jemalloc.heap";
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/real-dumps");
+    let named = std::env::var_os("JEPROF_REAL_DUMPS").map(PathBuf::from);
+    [Some(beside), named]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join(NAME))
+        .find(|p| p.is_file())
 }
 
 /// Runs the built `jeprof-compat` binary.

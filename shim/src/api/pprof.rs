@@ -51,7 +51,8 @@ pub struct PprofOptions {
 
 impl PprofOptions {
     /// `profile` as pprof, described by these options, with `labels` (the process's, on Linux)
-    /// and `build_ids` (`(path, id)` of the loaded objects) in the header; the profile's
+    /// and `build_ids` (`(path, id)` of the loaded objects) in the header, the program's own
+    /// mapping first and shown as `program_file` when given (the path it was started by); the profile's
     /// annotations (the profiler's own figures, drops) become comments after the line that says
     /// what the figures are, and the options' comments after those.
     pub(crate) fn encode(
@@ -59,6 +60,7 @@ impl PprofOptions {
         profile: &Profile,
         labels: Vec<(String, String)>,
         build_ids: Vec<(String, String)>,
+        program_file: Option<String>,
     ) -> PbProfile {
         let time = self.time.unwrap_or_else(SystemTime::now);
         let time_nanos = time
@@ -83,6 +85,7 @@ impl PprofOptions {
             &pb::Options {
                 header,
                 build_ids,
+                program_file,
                 ..pb::Options::default()
             },
         )

@@ -54,4 +54,21 @@ pub struct Stats {
     pub leak_snapshots: u64,
     /// What `otlp_push` has done: profiles built, sent, failed attempts, dropped, queued.
     pub otlp: OtlpPushStats,
+    /// The listener the `http` setting asked for: serving, or why it could not start.
+    pub http_listener: ListenerState,
+}
+
+/// The state of the listener the `http` setting asks for ([`Stats::http_listener`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ListenerState {
+    /// No `http` setting has asked for a listener (or the build has no `http` feature).
+    #[default]
+    NotAsked,
+    /// Serving on this address (a host name in the setting is resolved to it).
+    Serving(std::net::SocketAddr),
+    /// The last `http` setting's listener could not start: the OS's reason (`AddrInUse` for a
+    /// port another process holds, `NotFound` for a host name that does not resolve). The
+    /// program runs on without it; `configure("http:...")` may try another address.
+    Failed(std::io::ErrorKind),
 }

@@ -227,7 +227,7 @@ pub(crate) fn auto_unwinder() -> UnwinderChoice {
     UnwinderChoice::from_u8(SETTINGS.auto_unwinder.load(Ordering::Relaxed))
 }
 
-pub(crate) fn set_auto_unwinder(outcome: UnwinderChoice) {
+pub(crate) fn remember_auto_unwinder(outcome: UnwinderChoice) {
     // Ordering: racing probes store the same value; it publishes no other memory.
     SETTINGS
         .auto_unwinder

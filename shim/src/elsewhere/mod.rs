@@ -3,7 +3,7 @@
 //! The profiler needs Linux: its sampled arena is a jemalloc arena in an address range of its own,
 //! stacks are read through `dl_iterate_phdr` and `pthread_getattr_np`, dumps carry
 //! `/proc/self/maps`, and its background threads sleep on futexes. Elsewhere `lib.rs` takes the
-//! modules it calls (`base`, `parts`, `profiler`, `exact`, `http`) from here instead, so its code,
+//! modules it calls (`base`, `parts`, `profiler`, `exact`, `http`, `startup`) from here instead, so its code,
 //! and so every public signature, is the same on every target. These modules hold only the
 //! functions whose bodies differ: the public types are the crate's one set ([`crate::api`]), and
 //! the handles' methods are given here as `impl` blocks on them. What they do here:
@@ -26,6 +26,20 @@ pub(crate) mod exact;
 pub mod http;
 pub(crate) mod parts;
 pub(crate) mod profiler;
+
+pub(crate) mod startup {
+    //! Nothing starts before `main`; settings are refused.
+
+    use crate::api::control::ConfigError;
+    use crate::elsewhere::unsupported;
+
+    /// Refuses `spec` as a whole: no setting has an effect here.
+    pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
+        Err(ConfigError {
+            problems: vec![format!("`{spec}`: {}", unsupported("configure"))],
+        })
+    }
+}
 
 /// The message of every refusal: what was asked (`call`, a crate function's name) and why it
 /// cannot be done here.

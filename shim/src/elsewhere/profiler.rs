@@ -10,23 +10,13 @@ pub(crate) mod allocator {
 }
 
 pub(crate) mod init {
-    //! Nothing to initialise; settings are refused.
-
-    use crate::api::control::ConfigError;
-    use crate::elsewhere::unsupported;
+    //! Nothing to initialise.
 
     pub(crate) fn ensure_init() {}
-
-    /// Refuses `spec` as a whole: no setting has an effect here.
-    pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
-        Err(ConfigError {
-            problems: vec![format!("`{spec}`: {}", unsupported("configure"))],
-        })
-    }
 }
 
-pub(crate) mod control {
-    //! The setters: no-ops.
+pub(crate) mod settings_table {
+    //! The setters: no-ops; the service name is refused.
 
     use crate::elsewhere::unsupported;
 
@@ -36,8 +26,8 @@ pub(crate) mod control {
 
     pub(crate) fn reseed(_seed: Option<u64>) {}
 
-    /// Refused: no profile carries a label here.
-    pub(crate) fn service_name(_value: &str) -> Result<Option<String>, String> {
+    /// Refused: no profile carries a label here (`set_service` is the only caller).
+    pub(crate) fn apply_one(_key: &str, _value: &str) -> Result<(), String> {
         Err(unsupported("set_service"))
     }
 }
@@ -97,7 +87,7 @@ pub(crate) mod report {
 
     use crate::api::capture::Unwinder;
     use crate::api::otlp_stats::OtlpPushStats;
-    use crate::api::report::Stats;
+    use crate::api::report::{ListenerState, Stats};
     use crate::api::sampled_path::Dropped;
     use crate::api::symbolize::SymbolizerCost;
     use crate::elsewhere::unsupported;
@@ -138,6 +128,7 @@ pub(crate) mod report {
             leak_history_bytes: 0,
             leak_snapshots: 0,
             otlp: OtlpPushStats::default(),
+            http_listener: ListenerState::NotAsked,
         }
     }
 }
@@ -178,7 +169,7 @@ pub(crate) mod pprof {
 
     /// `profile` as pprof: the header Linux writes, without process labels and build ids.
     pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
-        options.encode(profile, Vec::new(), Vec::new())
+        options.encode(profile, Vec::new(), Vec::new(), None)
     }
 }
 

@@ -44,7 +44,9 @@ pub fn handle(request: &Request<'_>) -> Response {
         );
     };
     let method_ok = match known {
-        "/pprof/symbol" => matches!(request.method, "GET" | "POST" | "HEAD"),
+        "/pprof/symbol" | "/debug/pprof/symbol" => {
+            matches!(request.method, "GET" | "POST" | "HEAD")
+        }
         _ => matches!(request.method, "GET" | "HEAD"),
     };
     if !method_ok {
@@ -65,9 +67,15 @@ pub fn handle(request: &Request<'_>) -> Response {
         "/debug/pprof/allocator" => allocator(),
         "/debug/pprof/leaks" => leaks(request.query),
         "/pprof/heap" => legacy_heap(&params),
-        "/pprof/symbol" if request.method == "POST" => symbols(request.body),
+        // Go's pprof posts the same body to `/debug/pprof/symbol` for the locations of a mapping
+        // that does not claim functions (frames nothing named), and stops on an error there.
+        "/pprof/symbol" | "/debug/pprof/symbol" if request.method == "POST" => {
+            symbols(request.body)
+        }
         // jeprof's CheckSymbolPage only asks whether symbols can be had at all.
-        "/pprof/symbol" => Response::ok("text/plain", b"num_symbols: 1\n".to_vec()),
+        "/pprof/symbol" | "/debug/pprof/symbol" => {
+            Response::ok("text/plain", b"num_symbols: 1\n".to_vec())
+        }
         _ => cmdline(),
     }
 }

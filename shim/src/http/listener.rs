@@ -50,8 +50,10 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::handlers::{handle, Request, Response, MAX_SYMBOL_BODY};
+use crate::api::report::ListenerState;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
+use crate::profiler::report::HTTP_LISTENER;
 
 pub use crate::api::http::{
     Server, MAX_CONNECTIONS, MAX_HEAD, QUEUE, READ_DEADLINE, SHUTDOWN_WAIT, WORKERS, WRITE_DEADLINE,
@@ -710,51 +712,52 @@ fn head_fields(parsed: &httparse::Request<'_, '_>) -> Result<(usize, bool), Resp
     Ok((body_len, expects_continue))
 }
 
-/// The address the `http` setting's listener was started on, so it starts once. Only locked while
-/// `settings::HTTP_ADDR` is held, which the fork handlers hold: a child never inherits it locked.
-static STARTED: Mutex<Option<String>> = Mutex::new(None);
-
-/// Starts the listener the `http` setting asks for, if it is not running yet; a failure to bind is
-/// said on stderr. Call only outside an allocation (it spawns threads) and after initialisation
-/// (which takes the setting's lock, held here).
+/// Starts the listener the `http` setting asks for, if it is not running on that address yet; a
+/// failure (the port in use, a host name that does not resolve) is said on stderr, with what to
+/// do, and kept for `stats().http_listener`. Call only outside an allocation (it spawns threads)
+/// and after initialisation.
 pub(crate) fn start_configured() {
     let _guard = Guard::enter();
+    // Lock order: `HTTP_ADDR`, then `HTTP_LISTENER` (see there).
     let wanted = lock(&crate::base::settings::HTTP_ADDR);
     let Some(addr) = wanted.as_deref() else {
         return;
     };
-    let mut started = lock(&STARTED);
-    if started.as_deref() == Some(addr) {
+    let mut listener = lock(&HTTP_LISTENER);
+    // The same address again (a `configure` of another key) starts nothing; after a failure it
+    // is tried again, as the message says.
+    if listener.0.as_deref() == Some(addr) && matches!(listener.1, ListenerState::Serving(_)) {
         return;
     }
-    match serve(addr) {
-        Ok(_) => *started = Some(addr.to_string()),
-        Err(e) => eprintln!("jeprof-shim: cannot serve HTTP on {addr}: {e}"),
-    }
+    listener.0 = Some(addr.to_string());
+    listener.1 = match serve(addr) {
+        Ok(server) => ListenerState::Serving(server.addr),
+        Err(e) => {
+            eprintln!("{}", cannot_serve(addr, &e));
+            ListenerState::Failed(e.kind())
+        }
+    };
 }
 
-/// Before `main`, when `JEPROF_SHIM` names an `http` address: reads the settings and starts the
-/// listener, which must not be started inside the allocation that would otherwise read the
-/// environment first.
-extern "C" fn start_listener_if_the_environment_asks() {
-    // SAFETY: the name is a NUL-terminated C string; getenv returns NULL or a pointer into the
-    // environment, valid while nothing calls setenv (nothing else runs this early).
-    let raw = unsafe { libc::getenv(c"JEPROF_SHIM".as_ptr()) };
-    if raw.is_null() {
-        return;
-    }
-    // SAFETY: non-null getenv results are NUL-terminated strings.
-    let value = unsafe { std::ffi::CStr::from_ptr(raw) }.to_bytes();
-    if value.windows(5).any(|w| w == b"http:") {
-        crate::profiler::init::ensure_init();
-        start_configured();
-    }
+/// What a user reads when the `http` setting's listener cannot start: why, and what to do.
+fn cannot_serve(addr: &str, e: &io::Error) -> String {
+    let what_to_do = match e.kind() {
+        io::ErrorKind::AddrInUse => {
+            "another process (or another copy of this one) holds the port: stop it, or choose a \
+             free port, e.g. JEPROF_SHIM=http:127.0.0.1:0 for any, or configure(\"http:...\")"
+        }
+        io::ErrorKind::AddrNotAvailable => {
+            "the address is not one of this host's: use 127.0.0.1:<port>, or 0.0.0.0:<port> for \
+             every interface"
+        }
+        io::ErrorKind::PermissionDenied => "ports below 1024 need privileges: choose one above",
+        _ => "check the host name and port (e.g. http:127.0.0.1:6060 or http:localhost:6060)",
+    };
+    format!(
+        "jeprof-shim: cannot serve HTTP on {addr}: {e}; the program runs on without the \
+         listener (stats().http_listener says so): {what_to_do}"
+    )
 }
-
-/// Runs [`start_listener_if_the_environment_asks`] as an ELF constructor.
-#[used]
-#[link_section = ".init_array"]
-static START_LISTENER_BEFORE_MAIN: extern "C" fn() = start_listener_if_the_environment_asks;
 
 #[cfg(test)]
 mod tests {

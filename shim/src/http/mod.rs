@@ -11,6 +11,7 @@
 //! | `/debug/pprof/peak` | GET | the heap at its peak ([`crate::peak_snapshot`]) as pprof |
 //! | `/debug/pprof/allocator` | GET | text: the allocator's figures now and their reading, as `jeprof-compat report --allocator` prints them ([`jeprof_dumpfmt::allocator::describe`]) |
 //! | `/debug/pprof/leaks` | GET | the stacks still growing ([`crate::leak_suspects`]): a table; `?format=json` for JSON; 503 while the history is too short |
+//! | `/debug/pprof/symbol` | GET, POST | as `/pprof/symbol`: where `go tool pprof` asks for the frames nothing named |
 //! | `/pprof/heap` | GET | heap_v2 text without symbols, for `jeprof http://host:port/pprof/heap` |
 //! | `/pprof/symbol` | GET, POST | `num_symbols: 1`; names for `0x<hex>+0x<hex>...` |
 //! | `/pprof/cmdline` | GET | the arguments, NUL-separated (jeprof names the program by them) |

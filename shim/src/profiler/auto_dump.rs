@@ -18,9 +18,9 @@ use std::sync::Mutex;
 
 use jeprof_dumpfmt::{Profile, Stack};
 
-use super::control;
 use super::peak::PEAK;
 use super::report;
+use super::setting_values;
 use crate::base::settings::{self, DEFAULT_DUMP_PREFIX};
 use crate::base::sync::lock;
 use crate::base::thread::{self, Guard};
@@ -62,25 +62,27 @@ static WRITER_PID: AtomicU32 = AtomicU32::new(0);
 
 /// The next file name of `kind`, taking its sequence numbers.
 fn next_name(kind: Kind) -> PathBuf {
-    let prefix = lock(&settings::DUMP_PREFIX)
-        .as_deref()
-        .map_or_else(|| DEFAULT_DUMP_PREFIX.to_string(), control::with_pid);
-    let pid = std::process::id();
+    // `<prefix>.<pid>`, the pid once (see `sequenced_stem`).
+    let stem = setting_values::sequenced_stem(
+        lock(&settings::DUMP_PREFIX)
+            .as_deref()
+            .unwrap_or(DEFAULT_DUMP_PREFIX),
+    );
     // Ordering, for the counters: unique tickets; they publish nothing.
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let name = match kind {
-        Kind::Final => format!("{prefix}.{pid}.{seq}.f.heap"),
+        Kind::Final => format!("{stem}.{seq}.f.heap"),
         Kind::Interval => {
             let i = INTERVAL_SEQ.fetch_add(1, Ordering::Relaxed);
-            format!("{prefix}.{pid}.{seq}.i{i}.heap")
+            format!("{stem}.{seq}.i{i}.heap")
         }
         Kind::Peak => {
             let u = PEAK_SEQ.fetch_add(1, Ordering::Relaxed);
-            format!("{prefix}.{pid}.{seq}.u{u}.heap")
+            format!("{stem}.{seq}.u{u}.heap")
         }
         Kind::Manual => {
             let m = MANUAL_SEQ.fetch_add(1, Ordering::Relaxed);
-            format!("{prefix}.{pid}.{seq}.m{m}.heap")
+            format!("{stem}.{seq}.m{m}.heap")
         }
     };
     PathBuf::from(name)

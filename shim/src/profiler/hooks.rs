@@ -9,10 +9,10 @@ use std::sync::{MutexGuard, RwLockWriteGuard};
 use tikv_jemalloc_sys as jem;
 
 use super::auto_dump;
-use super::control;
 use super::leak_history::{self, History, HISTORY};
 use super::peak::{LiveByStack, PeakSnapshot, LIVE_BY_STACK, PEAK};
 use super::report;
+use super::setting_values;
 use crate::base::loader;
 use crate::base::settings;
 use crate::base::sync::{lock, FutexGuard};
@@ -172,7 +172,7 @@ extern "C" fn dump_at_exit() {
     // A forked child inherits the setting and this hook: it dumps only when `%p` gives it a file
     // of its own, and never runs the parent's final sequenced dump.
     let path = path.filter(|path| own_process || path.contains("%p"));
-    if let Some(path) = path.as_deref().map(control::with_pid) {
+    if let Some(path) = path.as_deref().map(setting_values::with_pid) {
         if let Err(e) = report::dump(Path::new(&path)) {
             eprintln!("jeprof-shim: dump_on_exit to {path} failed: {e}");
         }

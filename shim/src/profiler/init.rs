@@ -1,14 +1,11 @@
-//! Initialisation, once per process at first use: `JEPROF_SHIM`, the thread-exit key, the fork
-//! and exit hooks.
+//! Initialisation, once per process at first use: `JEPROF_SHIM` (read through the settings
+//! table), the thread-exit key, the fork and exit hooks. Starting threads is not done here: it
+//! must happen outside any allocation (`crate::startup`, before `main` and after `configure`).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::auto_dump;
-use super::control::{self, ConfigError};
 use super::hooks;
-use super::leak_history;
-#[cfg(feature = "otlp")]
-use super::otlp_push;
+use super::settings_table;
 use crate::base::thread::Guard;
 use crate::parts::thread_totals;
 
@@ -37,65 +34,9 @@ fn init() {
         return;
     }
     let _guard = Guard::enter();
-    // A use of the constructor's static from code that is always linked: an object file of the
-    // crate's archive that nothing referenced would not be linked in, constructor and all.
-    std::hint::black_box(&START_WRITER_BEFORE_MAIN);
-    control::apply_environment();
+    settings_table::read_environment();
     thread_totals::create_exit_key();
     hooks::install();
     // Ordering: Release pairs with the Acquire load in `ensure_init`.
     INIT_STATE.store(INIT_DONE, Ordering::Release);
 }
-
-/// Applies settings in the `JEPROF_SHIM` syntax at run time ([`crate::configure`]), after the
-/// environment's.
-pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
-    let _guard = Guard::enter();
-    ensure_init();
-    let result = control::apply(spec);
-    // Outside any allocation: the place to start the threads a new setting may ask for.
-    auto_dump::ensure_writer();
-    leak_history::settings_changed();
-    #[cfg(feature = "otlp")]
-    otlp_push::settings_changed();
-    result
-}
-
-/// Before `main`, when `JEPROF_SHIM` asks for automatic dumps: reads it and starts the writer
-/// thread, which must not be started inside the allocation that would otherwise read the
-/// environment first. Other settings are still read at first use.
-extern "C" fn start_writer_if_the_environment_asks() {
-    // SAFETY: the name is a NUL-terminated C string; getenv returns NULL or a pointer into the
-    // environment, valid while nothing calls setenv (nothing else runs this early).
-    let raw = unsafe { libc::getenv(c"JEPROF_SHIM".as_ptr()) };
-    if raw.is_null() {
-        return;
-    }
-    // SAFETY: non-null getenv results are NUL-terminated strings.
-    let value = unsafe { std::ffi::CStr::from_ptr(raw) }.to_bytes();
-    let asks = |key: &[u8]| value.windows(key.len()).any(|w| w == key);
-    if asks(b"dump_interval") || asks(b"dump_peak") {
-        ensure_init();
-        let _guard = Guard::enter();
-        auto_dump::ensure_writer();
-    }
-}
-
-/// Before `main`: starts the leak history's recorder, on by default (`leak_interval`), and the
-/// OTLP pusher when `otlp_push` asks for it, which must not be started inside an allocation
-/// either. Reads `JEPROF_SHIM` first, so that `leak_interval:0` there starts nothing.
-extern "C" fn start_threads_before_main() {
-    start_writer_if_the_environment_asks();
-    ensure_init();
-    let _guard = Guard::enter();
-    leak_history::ensure_recorder();
-    #[cfg(feature = "otlp")]
-    otlp_push::ensure_pusher();
-}
-
-/// Runs [`start_threads_before_main`] as an ELF constructor. Sound before `main`: it uses only
-/// `getenv`, the profiler's own initialisation (which the first allocation may run as early) and
-/// `std::thread::spawn`, none of which needs `main`'s runtime set-up on Linux.
-#[used]
-#[link_section = ".init_array"]
-static START_WRITER_BEFORE_MAIN: extern "C" fn() = start_threads_before_main;

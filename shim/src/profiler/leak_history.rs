@@ -257,64 +257,8 @@ pub(crate) fn find(options: &LeakOptions) -> Result<Found, LeakHistoryError> {
     let (tested, plan, taken) = {
         let history = lock(&HISTORY);
         let snapshots = &history.snapshots;
-        let interval = settings::leak_interval();
-        if snapshots.is_empty() && interval <= 0.0 {
-            return Err(LeakHistoryError::Off);
-        }
-        let first = snapshots.front().map(|s| s.at);
-        let times: Vec<f64> = snapshots
-            .iter()
-            .map(|s| first.map_or(0.0, |f| s.at.duration_since(f).as_secs_f64()))
-            .collect();
-        let plan = match Plan::new(&times, options) {
-            Ok(plan) => plan,
-            Err(_) => {
-                let have = snapshots.len();
-                let needed = snapshots_needed(have, options).unwrap_or(MAX_LEAK_HISTORY + 1);
-                let limit = settings::leak_history();
-                if needed > limit {
-                    return Err(LeakHistoryError::TooSmall {
-                        leak_history: limit,
-                        needed,
-                    });
-                }
-                if interval <= 0.0 {
-                    return Err(LeakHistoryError::Off);
-                }
-                let since_last = snapshots.back().map_or(Duration::ZERO, |s| s.at.elapsed());
-                let ready_in = Duration::from_secs_f64(interval * (needed - have) as f64)
-                    .saturating_sub(since_last);
-                return Err(LeakHistoryError::TooShort {
-                    snapshots: have,
-                    needed,
-                    ready_in,
-                });
-            }
-        };
-        // One stack at a time, merging the snapshots' id-sorted entries: memory is one series,
-        // whatever the number of stacks.
-        let n = snapshots.len();
-        let mut cursors = vec![0usize; n];
-        let mut series = vec![Point::default(); n];
-        let mut tested: Vec<(u32, Trend)> = Vec::new();
-        loop {
-            let next = snapshots
-                .iter()
-                .zip(&cursors)
-                .filter_map(|(s, &c)| s.entries.get(c).map(|e| e.id))
-                .min();
-            let Some(id) = next else { break };
-            for ((snapshot, cursor), point) in snapshots.iter().zip(&mut cursors).zip(&mut series) {
-                *point = match snapshot.entries.get(*cursor) {
-                    Some(e) if e.id == id => {
-                        *cursor += 1;
-                        e.point()
-                    }
-                    _ => Point::default(),
-                };
-            }
-            tested.push((id, test::trend(&plan, &series)));
-        }
+        let plan = plan_over(snapshots, options)?;
+        let tested = trend_per_stack(snapshots, &plan);
         let taken: Vec<SystemTime> = snapshots.iter().map(|s| s.taken).collect();
         (tested, plan, taken)
     };
@@ -327,10 +271,95 @@ pub(crate) fn find(options: &LeakOptions) -> Result<Found, LeakHistoryError> {
         .map(|(s, _)| *s)
         .collect();
     suspects.sort_by(|a, b| b.1.rate.total_cmp(&a.1.rate).then(a.0.cmp(&b.0)));
+    let times = plan.times();
+    Ok(Found {
+        suspects: described(suspects, times, &taken),
+        snapshots: plan.len(),
+        span: times.last().copied().unwrap_or(0.0),
+        stacks: tested.len(),
+        steps: plan.steps(),
+    })
+}
+
+/// The test's plan over the snapshots' times, or why there is none yet: the history is off, too
+/// small for the test, or still too short (with when it will be long enough).
+fn plan_over(
+    snapshots: &VecDeque<Snapshot>,
+    options: &LeakOptions,
+) -> Result<Plan, LeakHistoryError> {
+    let interval = settings::leak_interval();
+    if snapshots.is_empty() && interval <= 0.0 {
+        return Err(LeakHistoryError::Off);
+    }
+    let first = snapshots.front().map(|s| s.at);
+    let times: Vec<f64> = snapshots
+        .iter()
+        .map(|s| first.map_or(0.0, |f| s.at.duration_since(f).as_secs_f64()))
+        .collect();
+    if let Ok(plan) = Plan::new(&times, options) {
+        return Ok(plan);
+    }
+    let have = snapshots.len();
+    let needed = snapshots_needed(have, options).unwrap_or(MAX_LEAK_HISTORY + 1);
+    let limit = settings::leak_history();
+    if needed > limit {
+        return Err(LeakHistoryError::TooSmall {
+            leak_history: limit,
+            needed,
+        });
+    }
+    if interval <= 0.0 {
+        return Err(LeakHistoryError::Off);
+    }
+    let since_last = snapshots.back().map_or(Duration::ZERO, |s| s.at.elapsed());
+    let ready_in =
+        Duration::from_secs_f64(interval * (needed - have) as f64).saturating_sub(since_last);
+    Err(LeakHistoryError::TooShort {
+        snapshots: have,
+        needed,
+        ready_in,
+    })
+}
+
+/// Each stack's trend over the snapshots, one stack at a time, merging the snapshots' id-sorted
+/// entries: memory is one series, whatever the number of stacks.
+fn trend_per_stack(snapshots: &VecDeque<Snapshot>, plan: &Plan) -> Vec<(u32, Trend)> {
+    let n = snapshots.len();
+    let mut cursors = vec![0usize; n];
+    let mut series = vec![Point::default(); n];
+    let mut tested: Vec<(u32, Trend)> = Vec::new();
+    loop {
+        let next = snapshots
+            .iter()
+            .zip(&cursors)
+            .filter_map(|(s, &c)| s.entries.get(c).map(|e| e.id))
+            .min();
+        let Some(id) = next else { break };
+        for ((snapshot, cursor), point) in snapshots.iter().zip(&mut cursors).zip(&mut series) {
+            *point = match snapshot.entries.get(*cursor) {
+                Some(e) if e.id == id => {
+                    *cursor += 1;
+                    e.point()
+                }
+                _ => Point::default(),
+            };
+        }
+        tested.push((id, test::trend(plan, &series)));
+    }
+    tested
+}
+
+/// The suspects (stack ids with their trends) named and described: function and stack, rate and
+/// live bytes with their intervals, and the wall-clock time growth started (`taken`: each
+/// snapshot's, in the plan's order).
+fn described(
+    suspects: Vec<(u32, Trend)>,
+    times: &[f64],
+    taken: &[SystemTime],
+) -> Vec<(LeakSuspect, Trend)> {
     let ids: Vec<u32> = suspects.iter().map(|(id, _)| *id).collect();
     let names = name_stacks(&ids);
-    let times = plan.times();
-    let suspects = suspects
+    suspects
         .into_iter()
         .zip(names)
         .map(|((_, t), (function, stack))| {
@@ -353,14 +382,7 @@ pub(crate) fn find(options: &LeakOptions) -> Result<Found, LeakHistoryError> {
             };
             (suspect, t)
         })
-        .collect();
-    Ok(Found {
-        suspects,
-        snapshots: plan.len(),
-        span: times.last().copied().unwrap_or(0.0),
-        stacks: tested.len(),
-        steps: plan.steps(),
-    })
+        .collect()
 }
 
 /// Live bytes over the history for the page (`/`): the seconds of each snapshot from the first,

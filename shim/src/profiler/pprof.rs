@@ -3,6 +3,7 @@
 //! comments, and labels naming the process (program, build id, host name, service) on every
 //! sample, so a scraper that stores many processes' profiles can select by them.
 
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use jeprof_dumpfmt::pprof::PbProfile;
@@ -15,14 +16,14 @@ use crate::parts::build_ids;
 
 pub(crate) use crate::api::pprof::PprofOptions;
 
-/// The labels that name this process: `program` (the executable's file name), `build_id` (its GNU
-/// build id), `hostname`, `pid` and `service` (when set), each present only when known.
+/// The labels that name this process: `program` (the file name it was started by, [`started_as`],
+/// else the executable's), `build_id` (its GNU build id), `hostname`, `pid` and `service` (when
+/// set), each present only when known.
 pub(crate) fn process_labels() -> Vec<(String, String)> {
     let mut labels = Vec::new();
-    if let Ok(exe) = std::fs::read_link("/proc/self/exe") {
-        if let Some(name) = exe.file_name() {
-            labels.push(("program".to_string(), name.to_string_lossy().into_owned()));
-        }
+    let program = started_as().or_else(|| std::fs::read_link("/proc/self/exe").ok());
+    if let Some(name) = program.as_deref().and_then(Path::file_name) {
+        labels.push(("program".to_string(), name.to_string_lossy().into_owned()));
     }
     if let Some(id) = build_ids::program() {
         labels.push(("build_id".to_string(), id));
@@ -54,6 +55,61 @@ pub(crate) fn dump_labels(time: SystemTime) -> Vec<(String, String)> {
     labels
 }
 
+/// The path the program was started by: `argv[0]` (the C library's `program_invocation_name`,
+/// else the first word of `/proc/self/cmdline`), resolved against `PATH` when it is a bare name,
+/// when it names the running executable. `/proc/self/exe` has links resolved (Debian's
+/// `/usr/bin/redis-server` is a link to `redis-check-rdb`), and users know a program by the name
+/// they start it with. `program_invocation_name` comes first because programs that rewrite their
+/// `argv` for `ps` (redis's `setproctitle`) keep a copy of it there. `None` when neither names
+/// the executable: a program that rewrote both (postgres's process titles), a name not on `PATH`,
+/// a working directory changed since a relative start.
+fn started_as() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let from_cmdline = cmdline.split(|&b| b == 0).next().map(<[u8]>::to_vec);
+    [invocation_name(), from_cmdline]
+        .into_iter()
+        .flatten()
+        .filter(|argv0| !argv0.is_empty())
+        .find_map(|argv0| {
+            let argv0 = Path::new(std::ffi::OsStr::from_bytes(&argv0));
+            let candidate = if argv0.as_os_str().as_bytes().contains(&b'/') {
+                std::env::current_dir().ok()?.join(argv0)
+            } else {
+                let path = std::env::var_os("PATH")?;
+                std::env::split_paths(&path)
+                    .map(|dir| dir.join(argv0))
+                    .find(|p| p.is_file())?
+            };
+            (std::fs::canonicalize(&candidate).ok()? == exe).then_some(candidate)
+        })
+}
+
+/// The C library's `program_invocation_name` (glibc's and musl's: `argv[0]` as the program was
+/// started, or what the program set it to).
+#[cfg(any(target_env = "gnu", target_env = "musl"))]
+fn invocation_name() -> Option<Vec<u8>> {
+    extern "C" {
+        static program_invocation_name: *const std::ffi::c_char;
+    }
+    // SAFETY: the C library sets the pointer before any code of the program runs, to argv[0] or
+    // NULL; a program that changes it points it at another NUL-terminated string that it keeps
+    // (setproctitle implementations strdup argv[0] for it). Read here, never written.
+    let name = unsafe { program_invocation_name };
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: not NULL, so a NUL-terminated string alive for the process (above).
+    let name = unsafe { std::ffi::CStr::from_ptr(name) };
+    Some(name.to_bytes().to_vec())
+}
+
+#[cfg(not(any(target_env = "gnu", target_env = "musl")))]
+fn invocation_name() -> Option<Vec<u8>> {
+    None
+}
+
 /// The host's name (`gethostname`), if it has one.
 fn hostname() -> Option<String> {
     let mut buf = [0u8; 256];
@@ -71,7 +127,8 @@ fn hostname() -> Option<String> {
 /// ids ([`PprofOptions::encode`]).
 pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
     let _guard = Guard::enter();
-    options.encode(profile, process_labels(), build_ids::loaded())
+    let program_file = started_as().map(|p| p.display().to_string());
+    options.encode(profile, process_labels(), build_ids::loaded(), program_file)
 }
 
 #[cfg(test)]
@@ -100,6 +157,17 @@ mod tests {
     }
 
     #[test]
+    fn the_program_is_named_by_the_path_it_was_started_by_when_that_is_the_executable() {
+        // cargo starts the test binary by its path: that path, which is the executable.
+        let started = started_as().expect("argv[0] names the test binary");
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        assert_eq!(std::fs::canonicalize(&started).unwrap(), exe);
+        let program = process_labels().into_iter().find(|(k, _)| k == "program");
+        let name = started.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(program, Some(("program".to_string(), name)));
+    }
+
+    #[test]
     fn hostname_is_what_the_kernel_reports() {
         let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
         assert_eq!(hostname().as_deref(), Some(kernel.trim()));
@@ -110,7 +178,7 @@ mod tests {
         let mut profile = Profile::new(4096);
         profile.annotations = vec![("shim_live_samples".into(), "0".into())];
         let started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        *lock(&settings::SERVICE) = Some("checkout".into());
+        crate::profiler::settings_table::apply_one("service", "checkout").unwrap();
         let pb = encode(
             &profile,
             &PprofOptions {
@@ -120,7 +188,7 @@ mod tests {
                 comments: vec!["window".into()],
             },
         );
-        *lock(&settings::SERVICE) = None;
+        crate::profiler::settings_table::apply_one("service", "").unwrap();
         let s = |i: i64| pb.string_table[i as usize].as_str();
         assert_eq!(pb.period, 4096);
         assert_eq!(s(pb.period_type.as_ref().unwrap().r#type), "space");

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Mutex;
 
 use jeprof_dumpfmt::{Counts, Estimate, Profile, ScopeStack, Stack, ThreadCounts};
 
@@ -9,6 +10,7 @@ use super::leak_history;
 use super::otlp_stats;
 use super::peak::{self, PEAK};
 use super::sampled_path::dropped;
+use crate::api::report::ListenerState;
 use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
@@ -41,6 +43,40 @@ pub(crate) fn snapshot_of(
     let stats = stats();
     let figures = super::allocator::figures(stats.metadata_bytes);
     let period = settings::sample_rate();
+    let live = live_copy(scope);
+    let mut stacks = stack_copy();
+    // The thread tables, after the stack table's lock is released (lock order: tables first).
+    // A stack interned since the copy above is left out, as a sample allocated since would be.
+    if scope.is_none() {
+        add_thread_totals(&mut stacks);
+    }
+    add_live(&mut stacks, &live);
+    // Before the stacks are filtered, while a sample's stack id still indexes them.
+    let scopes = scope_stacks(&live, &stacks);
+    stacks.retain(|s| !s.counts.is_zero());
+
+    let mut profile = Profile::new(period);
+    profile.stacks = stacks;
+    profile.scopes = scopes;
+    profile.threads = profile.thread_summaries();
+    profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
+    profile.annotations = shim_annotations(&stats, live.len());
+    profile.annotations.extend(figures.to_annotations());
+    // Each loaded object's build id, named as the memory map above names it: what finds its debug
+    // information when the dump is symbolized later (`jeprof-compat symbolize --debug-dir`).
+    let maps = jeprof_dumpfmt::maps::parse_maps(profile.mapped_libraries.as_deref().unwrap_or(""));
+    profile
+        .annotations
+        .extend(jeprof_dumpfmt::build_ids::to_annotations(
+            &build_ids::named(&maps),
+        ));
+    profile.labels = super::pprof::dump_labels(std::time::SystemTime::now());
+    let cost = symbolize_now.then(|| add_symbols(&mut profile));
+    (profile, cost)
+}
+
+/// The live samples (of `scope` only, when given), copied one shard at a time.
+fn live_copy(scope: Option<u16>) -> Vec<LiveSample> {
     let mut live: Vec<LiveSample> = Vec::new();
     for shard in live_samples::LIVE.iter() {
         let shard = shard.lock();
@@ -52,29 +88,29 @@ pub(crate) fn snapshot_of(
                 .copied(),
         );
     }
-    let mut stacks: Vec<Stack> = {
-        let table = lock(&stacks::STACKS);
-        match table.as_ref() {
-            None => Vec::new(),
-            Some(table) => table
-                .records
-                .iter()
-                .map(|r| Stack {
-                    frames: frames_for_dump(r.frames),
-                    counts: Counts::default(),
-                    threads: Vec::new(),
-                })
-                .collect(),
-        }
-    };
-    // The thread tables, after the stack table's lock is released (lock order: tables first).
-    // A stack interned since the copy above is left out, as a sample allocated since would be.
-    let tables = if scope.is_some() {
-        Vec::new()
-    } else {
-        thread_tables()
-    };
-    for thread_table in tables {
+    live
+}
+
+/// Every interned stack's frames, as a dump writes them, with no figure yet; indexed by stack id.
+fn stack_copy() -> Vec<Stack> {
+    let table = lock(&stacks::STACKS);
+    match table.as_ref() {
+        None => Vec::new(),
+        Some(table) => table
+            .records
+            .iter()
+            .map(|r| Stack {
+                frames: frames_for_dump(r.frames),
+                counts: Counts::default(),
+                threads: Vec::new(),
+            })
+            .collect(),
+    }
+}
+
+/// Adds every thread table's accumulated figures to `stacks`, per stack and per thread.
+fn add_thread_totals(stacks: &mut [Stack]) {
+    for thread_table in thread_tables() {
         let thread_table = thread_table.lock();
         for (id, thread, accum) in thread_table.figures() {
             let Some(stack) = stacks.get_mut(id as usize) else {
@@ -94,7 +130,11 @@ pub(crate) fn snapshot_of(
             }
         }
     }
-    for sample in &live {
+}
+
+/// Adds the live samples' in-use estimates to `stacks`, per stack and per thread.
+fn add_live(stacks: &mut [Stack], live: &[LiveSample]) {
+    for sample in live {
         let Some(stack) = stacks.get_mut(sample.stack as usize) else {
             continue;
         };
@@ -111,8 +151,11 @@ pub(crate) fn snapshot_of(
             }),
         }
     }
-    // Per scope and stack, the in-use figures of the scoped live samples (before the stacks are
-    // filtered, while a sample's stack id still indexes them).
+}
+
+/// Per scope and stack, the in-use figures of the scoped live samples, in stack then scope order
+/// (so that dumps of the same heap are the same); `stacks` indexed by stack id.
+fn scope_stacks(live: &[LiveSample], stacks: &[Stack]) -> Vec<ScopeStack> {
     let mut by_scope: Map<(u32, u16), Estimate> = Map::default();
     for sample in live.iter().filter(|s| s.scope != 0) {
         by_scope
@@ -121,9 +164,8 @@ pub(crate) fn snapshot_of(
             .add(&sample.estimate());
     }
     let mut by_scope: Vec<((u32, u16), Estimate)> = by_scope.into_iter().collect();
-    // In stack then scope order, so that dumps of the same heap are the same.
     by_scope.sort_unstable_by_key(|(k, _)| *k);
-    let scopes: Vec<ScopeStack> = by_scope
+    by_scope
         .into_iter()
         .filter_map(|((stack, scope), inuse)| {
             Some(ScopeStack {
@@ -132,22 +174,20 @@ pub(crate) fn snapshot_of(
                 inuse,
             })
         })
-        .collect();
-    stacks.retain(|s| !s.counts.is_zero());
+        .collect()
+}
 
-    let mut profile = Profile::new(period);
-    profile.stacks = stacks;
-    profile.scopes = scopes;
-    profile.threads = profile.thread_summaries();
-    profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
+/// The dump's `shim_*` annotations: the unwinder, the live samples, the samples dropped and the
+/// profiler's own metadata.
+fn shim_annotations(stats: &Stats, live_samples: usize) -> Vec<(String, String)> {
     let unwinder = match current_unwinder() {
         Unwinder::FramePointer => "fp",
         Unwinder::Backtrace => "backtrace",
         Unwinder::EhFrame => "eh_frame",
     };
-    profile.annotations = vec![
+    vec![
         ("shim_unwinder".into(), unwinder.into()),
-        ("shim_live_samples".into(), live.len().to_string()),
+        ("shim_live_samples".into(), live_samples.to_string()),
         (
             "shim_samples_dropped_arena_exhausted".into(),
             stats.dropped.arena_exhausted.to_string(),
@@ -164,19 +204,7 @@ pub(crate) fn snapshot_of(
             "shim_metadata_bytes".into(),
             stats.metadata_bytes.to_string(),
         ),
-    ];
-    profile.annotations.extend(figures.to_annotations());
-    // Each loaded object's build id, named as the memory map above names it: what finds its debug
-    // information when the dump is symbolized later (`jeprof-compat symbolize --debug-dir`).
-    let maps = jeprof_dumpfmt::maps::parse_maps(profile.mapped_libraries.as_deref().unwrap_or(""));
-    profile
-        .annotations
-        .extend(jeprof_dumpfmt::build_ids::to_annotations(
-            &build_ids::named(&maps),
-        ));
-    profile.labels = super::pprof::dump_labels(std::time::SystemTime::now());
-    let cost = symbolize_now.then(|| add_symbols(&mut profile));
-    (profile, cost)
+    ]
 }
 
 /// The allocator's figures now and the in-use total of the live samples, as
@@ -278,7 +306,20 @@ pub(crate) fn stats() -> Stats {
         leak_history_bytes: leak_history_bytes as u64,
         leak_snapshots,
         otlp: otlp_stats::read(),
+        http_listener: listener_state(),
     }
+}
+
+/// The `http` setting's listener: the address it was asked for (so that the same address is not
+/// bound twice) and how its start went. Written by the listener's start, read by [`stats`]; both
+/// lock it only while holding `settings::HTTP_ADDR`, which the fork handlers hold, so a child
+/// never inherits it locked.
+pub(crate) static HTTP_LISTENER: Mutex<(Option<String>, ListenerState)> =
+    Mutex::new((None, ListenerState::NotAsked));
+
+fn listener_state() -> ListenerState {
+    let _http_addr = lock(&settings::HTTP_ADDR);
+    lock(&HTTP_LISTENER).1
 }
 
 /// Writes the current profile in heap_v2 format to `out`.

@@ -7,13 +7,18 @@ use jeprof_compat::scopes;
 use jeprof_compat::symbolize::{resolve, SymbolizeOptions};
 
 use crate::cli::defs::ReportArgs;
-use crate::cli::options::report_options;
+use crate::cli::options::{per_process, report_options};
 use crate::cli::output::{emit, emit_with, warn, write_output, PERL_OVERFLOW};
 use crate::cli::views;
 
 /// Takes jeprof's form `report PROGRAM DUMP...` as well.
 pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     args.common.take_program(&mut args.dumps)?;
+    // `--allocator` reads each process's last dump itself (and says so), and `--html` reads
+    // several dumps as one process's series: neither adds a process's dumps up.
+    if !args.allocator && args.output.html.is_none() {
+        per_process(&mut args.dumps, args.latest_per_process)?;
+    }
     let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
     options.sort_by_cum = args.cum;
     options.filters = args.views.filters()?;
@@ -47,6 +52,9 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
         let table = report::build_files(&args.dumps, &symbolize, &options, &policy)?;
         if table.prints_perl_overflow(&options) {
             warn(PERL_OVERFLOW);
+        }
+        if table.total() == 0.0 {
+            warn(&empty_heap(&args.dumps, &options));
         }
         emit_with(|out| {
             if options.interval {
@@ -99,7 +107,10 @@ fn report_allocator(
         "for a running process, fetch /debug/pprof/allocator from its listener",
     )?;
     let figures = report::allocator_files(&args.dumps, policy)?;
-    let table = report::build_files(&args.dumps, symbolize, options, policy)?;
+    // The table of the same dumps as the figures: each process's last.
+    let keys = jeprof_compat::input::series_keys(&args.dumps)?;
+    let latest = jeprof_compat::input::latest_per_process(&args.dumps, &keys);
+    let table = report::build_files(&latest, symbolize, options, policy)?;
     if table.prints_perl_overflow(options) {
         warn(PERL_OVERFLOW);
     }
@@ -192,4 +203,19 @@ fn plain_table_only(args: &ReportArgs, flag: &str, instead: &str) -> anyhow::Res
         );
     }
     Ok(())
+}
+
+/// What `report` says on standard error when the total is zero: it prints nothing on standard
+/// output, as `jeprof --text` prints nothing for it (not even its `Total:` line, which it leaves
+/// out when the total is 0), so that the table stays jeprof's.
+fn empty_heap(dumps: &[std::path::PathBuf], options: &ReportOptions) -> String {
+    let what = match dumps {
+        [one] => one.display().to_string(),
+        many => format!("the {} dumps", many.len()),
+    };
+    format!(
+        "{what}: the total of {} is 0 (an empty heap, such as a dump taken at exit): nothing to \
+         print, as jeprof --text prints nothing for it",
+        options.measure.name()
+    )
 }

@@ -55,7 +55,7 @@ fn auto_unwinder() -> Unwinder {
         } else {
             UnwinderChoice::Backtrace
         };
-        settings::set_auto_unwinder(probed);
+        settings::remember_auto_unwinder(probed);
     }
     match probed {
         UnwinderChoice::FramePointer => Unwinder::FramePointer,
