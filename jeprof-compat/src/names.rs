@@ -18,7 +18,15 @@ pub enum NameStyle {
 /// argument list, `(void*)`) stays whole: an empty name says nothing, and a dump cannot carry one
 /// (jeprof's symbol line is `0x<address>\s+(.+)`). [`NameStyle::Jeprof`] shortens as jeprof does,
 /// to nothing if need be.
+///
+/// A dynamic symbol's version after a C++ argument list (`f(char const*)@@GLIBCXX_3.4.26`, as
+/// binutils names it) is set aside, the rest cleaned, and the version put back: jeprof's
+/// shortening gives `f@@GLIBCXX_3.4.26` too.
 pub fn clean(raw: &str, style: NameStyle) -> String {
+    if let Some(paren) = raw.rfind(")@") {
+        let (head, version) = raw.split_at(paren + 1);
+        return format!("{}{version}", clean(head, style));
+    }
     let name = demangle(raw);
     match style {
         NameStyle::Jeprof => short_function_name(&name),

@@ -64,9 +64,21 @@ fn assert_rows_are_the_report_s(html: &str, dump: &Path) {
     assert!(!bytes.is_empty());
     assert_eq!(page.len(), bytes.len(), "{page:?}\n{bytes:?}");
     for (row, want) in page.iter().zip(&bytes) {
+        // A frame nothing names: the report prints jeprof's address, the page (one of the
+        // project's own views) the mapped object and the offset in it.
+        let address = want.0.trim_start_matches("0x");
+        let unnamed = address.len() == 16 && address.bytes().all(|b| b.is_ascii_hexdigit());
+        if unnamed {
+            let (object, offset) = row[0].rsplit_once("+0x").unwrap_or_else(|| {
+                panic!("page names {:?} where the report has {:?}", row[0], want.0)
+            });
+            assert!(!object.is_empty() && u64::from_str_radix(offset, 16).is_ok());
+        } else {
+            assert_eq!(&row[0], &want.0);
+        }
         assert_eq!(
-            (&row[0], &row[1], &row[2], &row[6], &row[7]),
-            (&want.0, &want.1, &want.2, &want.3, &want.4)
+            (&row[1], &row[2], &row[6], &row[7]),
+            (&want.1, &want.2, &want.3, &want.4)
         );
         let of = objects.iter().find(|o| o.0 == want.0).unwrap();
         assert_eq!((&row[4], &row[5]), (&of.1, &of.2), "{}", want.0);
@@ -74,7 +86,7 @@ fn assert_rows_are_the_report_s(html: &str, dump: &Path) {
 }
 
 #[test]
-fn the_page_s_rows_are_the_text_report_s_byte_for_byte() {
+fn the_page_s_rows_are_the_text_report_s_with_unnamed_frames_by_object() {
     let dir = tempfile::tempdir().unwrap();
     for name in ["rust_demo.heap", "symbolized.heap", "pie.heap"] {
         let dump = common::fixtures().join(name);

@@ -14,7 +14,9 @@ use jeprof_compat::input::{self, ReadPolicy};
 use jeprof_compat::merge::{self, OutputRounding};
 use jeprof_compat::names::{NameStyle, SkipRules};
 use jeprof_compat::report::{Measure, ReportOptions};
-use jeprof_compat::symbolize::{check_debug_dirs, MissingDebugFile, OnMissing, SymbolizeOptions};
+use jeprof_compat::symbolize::{
+    check_debug_dirs, MissingDebugFile, NameRule, OnMissing, SymbolizeOptions,
+};
 use jeprof_compat::views::filters::StackFilters;
 use jeprof_compat::views::remote;
 use jeprof_compat::{binary, export, pprof};
@@ -46,9 +48,20 @@ impl Common {
         Ok(())
     }
 
+    /// [`Common::symbolize`] for the project's own views that show stacks as they are (the page,
+    /// pprof, OTLP): a frame past the end of every sized symbol is `object+0xOFFSET`
+    /// ([`NameRule::Sized`]), never a neighbour's name.
+    pub(crate) fn symbolize_own(&self) -> anyhow::Result<SymbolizeOptions> {
+        Ok(SymbolizeOptions {
+            rule: NameRule::Sized,
+            ..self.symbolize()?
+        })
+    }
+
     /// How frames are named: `--binary`, `--debug-dir` (each checked to be a directory), the
-    /// name style; a mapping whose debug file is missing is named in a warning, once per
-    /// mapping and build id whatever the number of dumps.
+    /// name style, and jeprof's rule for frames no sized symbol covers ([`NameRule::Jeprof`]);
+    /// a mapping whose debug file is missing is named in a warning, once per mapping and
+    /// build id whatever the number of dumps.
     pub(crate) fn symbolize(&self) -> anyhow::Result<SymbolizeOptions> {
         check_debug_dirs(&self.debug_dirs)?;
         let warned: Mutex<HashSet<MissingDebugFile>> = Mutex::new(HashSet::new());
@@ -78,6 +91,7 @@ impl Common {
             },
             debug_dirs: self.debug_dirs.clone(),
             on_missing: Some(OnMissing(Arc::new(on_missing))),
+            rule: NameRule::Jeprof,
         })
     }
 
@@ -228,7 +242,9 @@ impl ExportArgs {
 
     pub(crate) fn export_options(&self) -> anyhow::Result<export::ExportOptions> {
         Ok(export::ExportOptions {
-            symbolize: self.common.symbolize()?,
+            // The project's rule, as `leaks`: rows name no frame by a guessed neighbour, and skip
+            // allocator frames by their object as well as by name.
+            symbolize: self.common.symbolize_own()?,
             rows: export::RowOptions {
                 skip: self.common.skip(),
                 per_thread: self.per_thread,

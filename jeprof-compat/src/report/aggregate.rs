@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::input::{read_dump_stacks, MemoryMap, ReadPolicy};
 use crate::names::SkipRules;
 use crate::symbolize::keys::{name_keys, Chunks, KeyIndex};
-use crate::symbolize::{ResolvedProfile, SymbolizeOptions};
+use crate::symbolize::{NameRule, ResolvedProfile, SymbolizeOptions};
 
 /// Which per-function sums a report keeps: 8 bytes a function each, so a report that prints only
 /// flat and cum (or a diff that compares one of them) keeps only those.
@@ -330,8 +330,15 @@ impl Builder {
         } else {
             Objects::default()
         };
-        let style = symbolize.style;
-        let mut infos = KeyInfos::new(&mut self.translator, self.skip, focus, style, objects);
+        let modules = (symbolize.rule == NameRule::Sized).then_some(&map);
+        let mut infos = KeyInfos::new(
+            &mut self.translator,
+            self.skip,
+            focus,
+            symbolize.style,
+            objects,
+            modules,
+        );
         name_keys(profile, index, symbolize, &map, &mut infos)
     }
 

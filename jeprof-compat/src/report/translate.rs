@@ -16,9 +16,10 @@ use super::filters::{frame_matches, StackFilters};
 use super::lines::{unnamed_with_line, with_line};
 use super::model::FunctionName;
 use crate::hash::{FastHasher, FastMap};
+use crate::input::MemoryMap;
 use crate::names::{NameStyle, SkipRules};
 use crate::symbolize::keys::{entry_names, EntryLines, Found, KeyNames, LAST_USER_ADDRESS};
-use crate::symbolize::{unnamed, Frame};
+use crate::symbolize::{unnamed, unsymbolized_identity, Frame};
 
 /// What a [`Names`] entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -397,6 +398,10 @@ pub(super) struct KeyInfos<'t, 'p> {
     per_key: bool,
     objects: Objects,
     by_entry: FastMap<(&'p [String], Object), u32>,
+    /// The dump's memory map, under the project's rule ([`crate::symbolize::NameRule::Sized`],
+    /// which the caller checks): a frame nothing names is then `object+0xOFFSET` where a file is
+    /// mapped.
+    modules: Option<&'t MemoryMap<'t>>,
 }
 
 impl<'t> KeyInfos<'t, '_> {
@@ -407,6 +412,7 @@ impl<'t> KeyInfos<'t, '_> {
         focus: Option<&'t Regex>,
         style: NameStyle,
         objects: Objects,
+        modules: Option<&'t MemoryMap<'t>>,
     ) -> Self {
         let per_key = focus.is_some() || translator.filters.ignore.is_some() || translator.lines;
         KeyInfos {
@@ -417,6 +423,7 @@ impl<'t> KeyInfos<'t, '_> {
             per_key,
             objects,
             by_entry: FastMap::default(),
+            modules,
         }
     }
 }
@@ -454,6 +461,18 @@ impl<'p> KeyNames<'p> for KeyInfos<'_, 'p> {
 
     fn unnamed(&mut self, key: u64, prefixed: bool) -> u32 {
         let object = self.objects.at(key);
+        if let Some(module) = self.modules.and_then(|m| m.module(key)) {
+            let name = unsymbolized_identity(key, Some(module));
+            return self.translator.push_info(
+                &[name],
+                &[],
+                false,
+                key,
+                object,
+                self.skip,
+                self.focus,
+            );
+        }
         self.translator
             .push_unnamed(key, prefixed, object, self.skip, self.focus)
     }

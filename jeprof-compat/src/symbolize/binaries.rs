@@ -1,7 +1,8 @@
-//! Names from the program and the shared libraries a raw dump's memory map names (DWARF with
-//! inlined frames, then the symbol table, through `addr2line`), PIE-aware: jeprof's `nm` and
-//! `addr2line` runs, read in-process; and from debug files found by build id (`--debug-dir`,
-//! [`super::debug_files`]).
+//! Names from the program and the shared libraries a raw dump's memory map names, PIE-aware:
+//! each object through [`super::tools::ObjectNames`] (its own tables and DWARF, else its debug
+//! file in the system debug directory or a `--debug-dir`), by jeprof's rule or the project's
+//! ([`NameRule`]); and a mapping whose build id has a debug file in a `--debug-dir` from that
+//! file first ([`super::debug_files`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use jeprof_dumpfmt::maps::{self, Mapping};
 use jeprof_dumpfmt::SourceLine;
 
 use super::debug_files::{find_debug_file, read_build_id, MissingDebugFile, OnMissing};
+use super::tools::{JeprofName, ObjectNames};
 use crate::names::{self, NameStyle};
 
 /// How to find names for raw dumps.
@@ -27,6 +29,24 @@ pub struct SymbolizeOptions {
     /// Told of each mapping holding frames whose build id has no debug file in `debug_dirs`
     /// (only when some are given).
     pub on_missing: Option<OnMissing>,
+    /// Which rule names a frame of a raw dump that no DWARF function covers.
+    pub rule: NameRule,
+}
+
+/// How a frame of a raw dump is named where DWARF names no function (jeprof-compat/README.md,
+/// "Which names").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NameRule {
+    /// jeprof's: addr2line's nearest preceding function symbol, then nm's nearest preceding
+    /// routine, whatever their sizes; an address past nm's last routine is `0x` and its 16
+    /// digits, and one in an object nm lists nothing of is the bare 16 digits. The contract of
+    /// jeprof-compatible output (`report`'s table and jeprof's views): what jeprof prints.
+    #[default]
+    Jeprof,
+    /// The project's own views': a function symbol names only the addresses its size covers;
+    /// past the end of every sized symbol a frame is `object+0xOFFSET` (the offset in the
+    /// object file, as pprof's mappings count it), never a neighbour's name.
+    Sized,
 }
 
 /// The binaries of one raw dump, each opened on first use: what names its addresses.
@@ -35,8 +55,10 @@ pub(crate) struct Binaries<'a> {
     mappings: &'a [Mapping],
     /// The build ids the dump carries (jeprof-shim's `# build_id:` lines).
     dump_ids: Vec<BuildId>,
-    /// Loaded object files by path (`None`: could not be read).
+    /// Loaded object files by path (`None`: could not be read): debug files of `--debug-dir`.
     objects: HashMap<PathBuf, Option<ObjectFile>>,
+    /// Programs and libraries by path, with their sources ([`ObjectNames`]).
+    names: HashMap<PathBuf, Option<ObjectNames>>,
     /// Each mapped file's debug file (`None`: none found), looked for once.
     debug_files: HashMap<String, Option<PathBuf>>,
     /// `--binary`'s debug file, for the addresses outside every mapping.
@@ -63,6 +85,7 @@ impl<'a> Binaries<'a> {
             mappings,
             dump_ids,
             objects: HashMap::new(),
+            names: HashMap::new(),
             debug_files: HashMap::new(),
             binary_debug_file: None,
             missing: Vec::new(),
@@ -86,7 +109,10 @@ impl<'a> Binaries<'a> {
         // catch-all entry for the program), the bare key when there was nothing to look in;
         // debug directories are looked in as a program would be.
         let options = self.options;
-        let has_binary = options.binary.is_some() || !options.debug_dirs.is_empty();
+        // The project's own views always print `0x` and the 16 digits.
+        let has_binary = options.binary.is_some()
+            || !options.debug_dirs.is_empty()
+            || options.rule == NameRule::Sized;
         let unknown = || Err(has_binary);
         let mapping = maps::find(self.mappings, key).filter(|m| m.is_file());
         if let Some(m) = mapping {
@@ -115,14 +141,34 @@ impl<'a> Binaries<'a> {
                 None => return unknown(),
             },
         };
-        let Some(object) = self.object(&path) else {
-            return unknown();
+        let rule = options.rule;
+        let Some(object) = self.object_names(&path) else {
+            // jeprof's tools print nothing for a file they cannot open.
+            return Err(rule == NameRule::Sized);
         };
         let probe = match file_offset {
-            Some(off) => object.vaddr_of_file_offset(off),
+            Some(off) => object.tables().address_of_file_offset(off),
             None => Some(key),
         };
-        probe.and_then(|p| object.names_at(p)).ok_or(true)
+        let Some(probe) = probe else {
+            return Err(true);
+        };
+        match rule {
+            NameRule::Jeprof => match object.jeprof(probe) {
+                JeprofName::Named(names, lines) => Ok((names, lines)),
+                JeprofName::Address => Err(true),
+                JeprofName::Bare => Err(false),
+            },
+            NameRule::Sized => object.sized(probe).ok_or(true),
+        }
+    }
+
+    fn object_names(&mut self, path: &Path) -> Option<&ObjectNames> {
+        let dirs = &self.options.debug_dirs;
+        self.names
+            .entry(path.to_path_buf())
+            .or_insert_with(|| ObjectNames::open(path, dirs))
+            .as_ref()
     }
 
     /// The mappings holding frames whose build id had no debug file, each once.
@@ -211,7 +257,8 @@ pub(crate) fn same_file_name(binary: &Path, mapped: &str) -> bool {
         == Path::new(mapped).file_name().and_then(|n| n.to_str())
 }
 
-/// An object file opened for symbolization: a program, a library, or a debug file.
+/// A debug file of a `--debug-dir` opened for symbolization (DWARF with inlined frames, then its
+/// symbol table), looked up through the segments of the mapping it stands for.
 struct ObjectFile {
     loader: addr2line::Loader,
     /// `(file offset, file size, virtual address)` of each loadable segment.

@@ -1,4 +1,5 @@
-//! Debug files found by GNU build id (`--debug-dir`), and the build ids of object files.
+//! Debug files found by GNU build id and by `.gnu_debuglink` (the system debug directory and
+//! `--debug-dir`), and the build ids of object files.
 //!
 //! Fleets keep debug information apart from the programs they run, by build id: a debug
 //! directory holds `.build-id/<first two hex digits>/<the rest>.debug` (debuginfod's cache, the
@@ -79,6 +80,55 @@ pub(crate) fn read_build_id(path: &Path) -> Option<String> {
     let file = object::File::parse(&cache).ok()?;
     let id = file.build_id().ok()??;
     Some(id.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The system debug directory: where binutils, gdb and perf look by default, and where Debian's
+/// `-dbg`/`-dbgsym` packages install (`.build-id/xx/rest.debug`).
+pub const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
+
+/// The separate debug file of the object at `path`, as binutils finds it: by build id in each of
+/// `dirs` (`.build-id/xx/rest.debug`, whose own build id must match), else by `.gnu_debuglink`
+/// (the named file next to the object, in its `.debug/` subdirectory, then under each of `dirs`
+/// followed by the object's directory; its CRC-32 must match).
+pub(crate) fn separate_debug_file(
+    path: &Path,
+    tables: &super::elf_tables::ElfTables,
+    dirs: &[PathBuf],
+) -> Option<PathBuf> {
+    if let Some(id) = &tables.build_id {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let by_id = find_debug_file(dirs, &hex)
+            .filter(|p| read_build_id(p).as_deref() == Some(hex.as_str()));
+        if by_id.is_some() {
+            return by_id;
+        }
+    }
+    let (name, crc) = tables.debuglink.as_ref()?;
+    let canonical = std::fs::canonicalize(path).ok()?;
+    let dir = canonical.parent()?;
+    let mut candidates = vec![dir.join(name), dir.join(".debug").join(name)];
+    for d in dirs {
+        candidates.push(d.join(dir.strip_prefix("/").unwrap_or(dir)).join(name));
+    }
+    candidates
+        .into_iter()
+        .filter(|c| c.as_path() != canonical.as_path())
+        .find(|c| file_crc32(c) == Some(*crc))
+}
+
+/// The CRC-32 (IEEE, as `.gnu_debuglink` records it) of the file at `path`.
+fn file_crc32(path: &Path) -> Option<u32> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            return Some(hasher.finalize());
+        }
+        hasher.update(&buf[..n]);
+    }
 }
 
 #[cfg(test)]

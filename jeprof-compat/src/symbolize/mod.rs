@@ -1,19 +1,26 @@
 //! From a dump's addresses to function names: its `--- symbol` section, or (for raw dumps) the
-//! program and libraries named in its memory map, read with `addr2line` (DWARF with inlined frames,
-//! then the symbol table), PIE-aware.
+//! program and libraries named in its memory map and their debug files, read in-process (DWARF
+//! with inlined frames, then the symbol tables, as jeprof's `addr2line` and `nm` runs would name
+//! them, or by the project's stricter rule), PIE-aware.
 //!
 //! Every frame gets the key jeprof looks it up by (`FixCallerAddresses`: the leaf as written, callers
 //! minus one) and, when its mapping is known, `(module, file offset)`, which stays the same across
 //! processes of one build whatever ASLR did.
 //!
-//! Layers, bottom to top: [`debug_files`] (debug files by build id, `--debug-dir`, and the build
-//! ids of object files), `binaries` (what a raw dump's program, libraries and debug files name), `keys`
+//! Layers, bottom to top: `elf_tables` (an object's sections, `.symtab`, `.dynsym` with
+//! versions, build id and debuglink, and binutils' two lookups: BFD's nearest function and
+//! jeprof's nm boundaries), [`debug_files`] (debug files by build id and by debuglink, in the
+//! system debug directory and `--debug-dir`, and the build ids of object files), `tools` (one
+//! object's names under jeprof's rule and the project's, [`NameRule`]), `binaries` (what a raw
+//! dump's program, libraries and debug files name), `keys`
 //! (the translation engine: each distinct key of a dump named once, the pass [`resolve`], the
 //! merge and the text report share), and here [`resolve`], which gives every key a [`Frame`].
 
 mod binaries;
 pub mod debug_files;
+mod elf_tables;
 pub(crate) mod keys;
+mod tools;
 
 use std::sync::Arc;
 
@@ -21,8 +28,8 @@ use jeprof_dumpfmt::build_ids::{self, BuildId};
 use jeprof_dumpfmt::maps::Mapping;
 use jeprof_dumpfmt::{Counts, Profile, SourceLine};
 
-pub use binaries::SymbolizeOptions;
 pub(crate) use binaries::{is_shared_library, same_file_name};
+pub use binaries::{NameRule, SymbolizeOptions};
 pub use debug_files::{check_debug_dirs, MissingDebugFile, OnMissing};
 
 use crate::hash::FastMap;
@@ -146,6 +153,7 @@ pub fn resolve(mut profile: Profile, source: &str, options: &SymbolizeOptions) -
     index.rebuild(&profile, |_| true);
     let mut maker = FrameMaker {
         style: options.style,
+        rule: options.rule,
         map: &map,
         paths: FastMap::default(),
         entries: FastMap::default(),
@@ -180,6 +188,7 @@ pub fn resolve(mut profile: Profile, source: &str, options: &SymbolizeOptions) -
 /// names demangled and cleaned once per dump, each mapped file's path held once.
 struct FrameMaker<'p, 'm> {
     style: NameStyle,
+    rule: NameRule,
     map: &'m MemoryMap<'p>,
     paths: FastMap<&'m str, Arc<str>>,
     /// A symbol-section entry's full and clean names.
@@ -245,8 +254,16 @@ impl<'p> KeyNames<'p> for FrameMaker<'p, '_> {
     }
 
     fn unnamed(&mut self, key: u64, prefixed: bool) -> u32 {
-        let full_names = vec![unnamed(key, prefixed)];
         let module = self.module(key);
+        // jeprof's form where its rule holds; the project's own views name the object and the
+        // offset in it when the mapping is known, else `0x` and the 16 digits.
+        let full_names = match self.rule {
+            NameRule::Jeprof => vec![unnamed(key, prefixed)],
+            NameRule::Sized => vec![unsymbolized_identity(
+                key,
+                module.as_ref().map(|(path, offset)| (&**path, *offset)),
+            )],
+        };
         self.push(Frame {
             key,
             names: full_names.clone(),

@@ -30,7 +30,10 @@ pub(crate) fn run(args: LeaksArgs) -> anyhow::Result<()> {
             ..ReportOptions::default()
         },
     };
-    let symbolize = args.common.symbolize()?;
+    // The project's rule: a frame past every sized symbol is `object+0xOFFSET`, never a guessed
+    // neighbour's name; frames inside the allocator's object are the allocator's whatever their
+    // name (`jeprof_dumpfmt::charge`).
+    let symbolize = args.common.symbolize_own()?;
     let policy = args.common.read_policy();
     let found = leaks::find_leaks(&args.dumps, &symbolize, &options, &policy)?;
     if let Some(svg) = &args.svg {

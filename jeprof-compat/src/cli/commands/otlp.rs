@@ -13,7 +13,7 @@ pub(crate) fn run(mut args: PprofArgs) -> anyhow::Result<()> {
     let options = args.pprof_options()?;
     let request = otlp::build_files(
         &args.dumps,
-        &args.common.symbolize()?,
+        &args.common.symbolize_own()?,
         &options,
         &args.common.read_policy(),
     )?;

@@ -11,7 +11,7 @@ pub(crate) fn run(mut args: PprofArgs) -> anyhow::Result<()> {
     let options = args.pprof_options()?;
     let pb = pprof::build_files(
         &args.dumps,
-        &args.common.symbolize()?,
+        &args.common.symbolize_own()?,
         &options,
         &args.common.read_policy(),
     )?;

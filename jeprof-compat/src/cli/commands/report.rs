@@ -79,7 +79,12 @@ fn report_html(
         "--html",
         "a running process with the shim's listener serves the same page at /",
     )?;
-    let page = jeprof_compat::page::page_files(&args.dumps, symbolize, options, policy)?;
+    // The page is one of the project's own views: its frames follow the sized rule.
+    let symbolize = SymbolizeOptions {
+        rule: jeprof_compat::symbolize::NameRule::Sized,
+        ..symbolize.clone()
+    };
+    let page = jeprof_compat::page::page_files(&args.dumps, &symbolize, options, policy)?;
     let text = jeprof_page::render(&page);
     write_output(html, |out| {
         use std::io::Write as _;
