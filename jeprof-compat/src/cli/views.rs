@@ -18,8 +18,31 @@ use crate::cli::output::{emit, warn, PERL_OVERFLOW};
 /// profiles to report (the dumps added up, minus the base, or each chosen thread of the first
 /// dump, labelled), then the view of each.
 pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow::Result<()> {
-    let views = &args.views;
     let symbolize: SymbolizeOptions = args.common.symbolize()?;
+    let profiles = whole_profiles(args)?;
+    let source = args.dumps[0].display().to_string();
+    if args.output.flamegraph.is_some() {
+        anyhow::bail!("--flamegraph draws the dumps as they are: it takes no --base or --thread");
+    }
+    let mut text = String::new();
+    for (thread, profile) in profiles {
+        let view = View {
+            args,
+            options,
+            symbolize: &symbolize,
+            source: &source,
+        };
+        text.push_str(&view.of(thread, profile)?);
+    }
+    emit(&text)
+}
+
+/// The profiles `report_whole` reports: the dumps (or processes' profiles fetched over HTTP)
+/// added up less `--base`, or with `--thread` each chosen thread of the first dump.
+fn whole_profiles(
+    args: &ReportArgs,
+) -> anyhow::Result<Vec<(Option<u64>, jeprof_dumpfmt::Profile)>> {
+    let views = &args.views;
     let policy: ReadPolicy<'static> = args.common.read_policy();
     let timeout = views.timeout();
     // A dump, or a process's profile fetched as jeprof fetches it (symbolized through the
@@ -40,7 +63,7 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
     };
     let first = views.thread.map(|_| dumps[0].clone());
     let combined = base::subtract_base(dumps, base, views.drop_negative);
-    let profiles: Vec<(Option<u64>, jeprof_dumpfmt::Profile)> = match (views.thread, first) {
+    Ok(match (views.thread, first) {
         (Some(which), Some(first)) => {
             let threads = base::thread_profiles(&first, &combined, which);
             if threads.is_empty() {
@@ -52,77 +75,99 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
             threads.into_iter().map(|(t, p)| (Some(t), p)).collect()
         }
         _ => vec![(None, combined)],
-    };
-    let source = args.dumps[0].display().to_string();
-    if args.output.flamegraph.is_some() {
-        anyhow::bail!("--flamegraph draws the dumps as they are: it takes no --base or --thread");
-    }
-    let mut text = String::new();
-    for (thread, profile) in profiles {
+    })
+}
+
+/// What one profile of `report_whole` is shown with.
+struct View<'a> {
+    args: &'a ReportArgs,
+    options: &'a ReportOptions,
+    symbolize: &'a SymbolizeOptions,
+    source: &'a str,
+}
+
+impl View<'_> {
+    /// The text of the view asked for (`--list`, `--dot`/`--svg`, `--callgrind`, `--collapsed`,
+    /// else jeprof's `--text`) of one profile, `thread` naming its thread.
+    fn of(&self, thread: Option<u64>, profile: jeprof_dumpfmt::Profile) -> anyhow::Result<String> {
+        let (views, options, symbolize) = (&self.args.views, self.options, self.symbolize);
         if let Some(re) = &views.list {
             let regex = regex("--list", re)?;
             let Some(program) = &symbolize.binary else {
                 anyhow::bail!("--list reads the program's code: give it with --binary");
             };
-            let resolved = resolve(profile, &source, &symbolize);
-            text.push_str(&list::listing(
+            let resolved = resolve(profile, self.source, symbolize);
+            return Ok(list::listing(
                 &[resolved],
                 options,
                 program,
                 &regex,
                 &mut |m| warn(&m),
             )?);
-            continue;
         }
         if views.dot || views.svg {
-            let options_dot = dot::DotOptions {
-                nodecount: options.nodecount.unwrap_or(80),
-                nodefraction: views.nodefraction,
-                edgefraction: views.edgefraction,
-                svg: views.svg,
-                program: dot::program_name(
-                    std::slice::from_ref(&profile),
-                    symbolize.binary.as_deref(),
-                ),
-                ..dot::DotOptions::default()
-            };
-            let resolved = resolve(profile, &source, &symbolize);
-            let Some((graph, dropping)) = dot::graph(&[resolved], options, &options_dot) else {
-                anyhow::bail!(
-                    "no nodes to print: no function is left after the filters, or none is above \
-                     --nodefraction {} of the total",
-                    views.nodefraction
-                );
-            };
-            if let Some(line) = dropping {
-                warn(&line);
-            }
-            if views.svg {
-                text.push_str(&run_graphviz(&graph)?);
-            } else {
-                text.push_str(&graph);
-            }
-            continue;
+            return self.graph(profile);
         }
         if views.callgrind {
-            let resolved = resolve(profile, &source, &symbolize);
+            let resolved = resolve(profile, self.source, symbolize);
             let mut out = Vec::new();
             callgrind::write(&[resolved], options, &mut out)?;
-            text.push_str(&String::from_utf8_lossy(&out));
-            continue;
+            return Ok(String::from_utf8_lossy(&out).into_owned());
         }
-        if args.output.collapsed {
-            let resolved = resolve(profile, &source, &symbolize);
-            text.push_str(&report::format_collapsed(&report::collapsed(
+        if self.args.output.collapsed {
+            let resolved = resolve(profile, self.source, symbolize);
+            return Ok(report::format_collapsed(&report::collapsed(
                 &[resolved],
                 options,
             )));
-            continue;
         }
-        let built = report::build_dumps(&[(profile, source.clone())], &symbolize, options);
+        Ok(self.text(thread, profile))
+    }
+
+    /// `--dot`, or `--svg` (the graph drawn by Graphviz).
+    fn graph(&self, profile: jeprof_dumpfmt::Profile) -> anyhow::Result<String> {
+        let views = &self.args.views;
+        let options_dot = dot::DotOptions {
+            nodecount: self.options.nodecount.unwrap_or(80),
+            nodefraction: views.nodefraction,
+            edgefraction: views.edgefraction,
+            svg: views.svg,
+            program: dot::program_name(
+                std::slice::from_ref(&profile),
+                self.symbolize.binary.as_deref(),
+            ),
+            ..dot::DotOptions::default()
+        };
+        let resolved = resolve(profile, self.source, self.symbolize);
+        let Some((graph, dropping)) = dot::graph(&[resolved], self.options, &options_dot) else {
+            anyhow::bail!(
+                "no nodes to print: no function is left after the filters, or none is above \
+                 --nodefraction {} of the total",
+                views.nodefraction
+            );
+        };
+        if let Some(line) = dropping {
+            warn(&line);
+        }
+        if views.svg {
+            run_graphviz(&graph)
+        } else {
+            Ok(graph)
+        }
+    }
+
+    /// jeprof's `--text` report, each thread's total labelled as jeprof labels it.
+    fn text(&self, thread: Option<u64>, profile: jeprof_dumpfmt::Profile) -> String {
+        let options = self.options;
+        let built = report::build_dumps(
+            &[(profile, self.source.to_string())],
+            self.symbolize,
+            options,
+        );
         if report::prints_perl_overflow(&built, options) {
             warn(PERL_OVERFLOW);
         }
+        let mut text = String::new();
         if options.interval {
             text.push_str(report::interval_legend());
         }
@@ -135,8 +180,8 @@ pub(crate) fn report_whole(args: &ReportArgs, options: &ReportOptions) -> anyhow
             }
             _ => text.push_str(&body),
         }
+        text
     }
-    emit(&text)
 }
 
 /// `dot -Tsvg` of `graph`, as jeprof pipes its graph through Graphviz.
