@@ -357,29 +357,8 @@ fn read_function(
             gimli::DW_TAG_inlined_subroutine => {
                 let inlined_depth = open.len();
                 open.push(d);
-                let mut ranges = RangeAttrs::default();
-                let mut names = NameAttrs::default();
-                let mut call_file = None;
-                let mut call_line = 0;
-                for spec in abbrev.attributes() {
-                    let attr = entries.read_attribute(*spec)?;
-                    ranges.note(unit, &attr);
-                    names.note(&attr);
-                    match (attr.name(), attr.value()) {
-                        // DWARF 5 numbers files from 0 (addr2line's reading of the spec issue).
-                        (gimli::DW_AT_call_file, AttributeValue::FileIndex(f))
-                            if f > 0 || unit.header.version() >= 5 =>
-                        {
-                            call_file = Some(f)
-                        }
-                        (gimli::DW_AT_call_line, _) => {
-                            call_line = attr
-                                .udata_value()
-                                .map_or(0, |l| u32::try_from(l).unwrap_or(u32::MAX))
-                        }
-                        _ => {}
-                    }
-                }
+                let (ranges, names, call_file, call_line) =
+                    inlined_attributes(unit, &mut entries, abbrev)?;
                 let mut hits = Vec::new();
                 ranges.for_each(unit, |begin, end| {
                     let lo = addresses.partition_point(|&i| probes[i].svma < begin);
@@ -406,6 +385,39 @@ fn read_function(
             _ => entries.skip_attributes(abbrev.attributes())?,
         }
     }
+}
+
+/// An inlined call's attributes: its address ranges, what names its function, and its call
+/// site (file and line).
+fn inlined_attributes<'a>(
+    unit: UnitRef<'_, Slice<'a>>,
+    entries: &mut gimli::EntriesRaw<'_, Slice<'a>>,
+    abbrev: &gimli::Abbreviation,
+) -> gimli::Result<(RangeAttrs, NameAttrs<'a>, Option<u64>, u32)> {
+    let mut ranges = RangeAttrs::default();
+    let mut names = NameAttrs::default();
+    let mut call_file = None;
+    let mut call_line = 0;
+    for spec in abbrev.attributes() {
+        let attr = entries.read_attribute(*spec)?;
+        ranges.note(unit, &attr);
+        names.note(&attr);
+        match (attr.name(), attr.value()) {
+            // DWARF 5 numbers files from 0 (addr2line's reading of the spec issue).
+            (gimli::DW_AT_call_file, AttributeValue::FileIndex(f))
+                if f > 0 || unit.header.version() >= 5 =>
+            {
+                call_file = Some(f)
+            }
+            (gimli::DW_AT_call_line, _) => {
+                call_line = attr
+                    .udata_value()
+                    .map_or(0, |l| u32::try_from(l).unwrap_or(u32::MAX))
+            }
+            _ => {}
+        }
+    }
+    Ok((ranges, names, call_file, call_line))
 }
 
 /// The attributes that name a function, as read from its DIE.
