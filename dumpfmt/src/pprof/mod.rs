@@ -381,46 +381,65 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
                 Some(m) => b.mapping(&mapping_info(m)),
                 None => 0,
             };
-            let positions = profile.symbols.as_ref().and_then(|s| s.lines.get(&key));
-            let lines: Vec<LineInfo> = names_of(key)
-                .map(|n| {
-                    n.iter()
-                        .enumerate()
-                        .map(|(i, name)| {
-                            let at = positions.and_then(|p| p.get(i)).and_then(Option::as_ref);
-                            LineInfo {
-                                function: FunctionInfo {
-                                    name: name.clone(),
-                                    filename: at.map(|p| p.file.clone()).unwrap_or_default(),
-                                    ..FunctionInfo::default()
-                                },
-                                line: at.map_or(0, |p| i64::from(p.line)),
-                            }
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            ids.push(b.location(mapping_id, key, &lines));
+            ids.push(b.location(mapping_id, key, &location_lines(profile, key)));
         }
-        // A stack's in-use figures split by scope: one sample labelled `scope=<label>` per scope,
-        // and the rest (in-use of no scope, and everything allocated) without the label.
-        let mut rest = stack.counts;
         let by_scope = scopes.remove(stack.frames.as_slice()).unwrap_or_default();
-        let split = !by_scope.is_empty();
-        for s in by_scope {
-            let scoped = Counts {
-                inuse: s.inuse,
-                accum: crate::model::Estimate::default(),
-            };
-            b.sample(ids.clone(), &scoped, &[(SCOPE_LABEL, &s.scope)]);
-            rest.inuse.objects = (rest.inuse.objects - s.inuse.objects).max(0.0);
-            rest.inuse.bytes = (rest.inuse.bytes - s.inuse.bytes).max(0.0);
-        }
-        if !(split && rest.is_zero()) {
-            b.sample(ids, &rest, &[]);
-        }
+        add_samples(&mut b, ids, stack.counts, by_scope);
     }
     b.finish()
+}
+
+/// The lines of the location at `key`: each function the symbol table names there, innermost
+/// first, with its file and line where the table has them.
+fn location_lines(profile: &Profile, key: u64) -> Vec<LineInfo> {
+    let Some(symbols) = profile.symbols.as_ref() else {
+        return Vec::new();
+    };
+    let positions = symbols.lines.get(&key);
+    symbols
+        .names
+        .get(&key)
+        .map(|n| {
+            n.iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let at = positions.and_then(|p| p.get(i)).and_then(Option::as_ref);
+                    LineInfo {
+                        function: FunctionInfo {
+                            name: name.clone(),
+                            filename: at.map(|p| p.file.clone()).unwrap_or_default(),
+                            ..FunctionInfo::default()
+                        },
+                        line: at.map_or(0, |p| i64::from(p.line)),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A stack's samples: its in-use figures split by scope, one sample labelled `scope=<label>` per
+/// scope, and the rest (in-use of no scope, and everything allocated) without the label.
+fn add_samples(
+    b: &mut Builder,
+    ids: Vec<u64>,
+    counts: Counts,
+    by_scope: Vec<&crate::model::ScopeStack>,
+) {
+    let mut rest = counts;
+    let split = !by_scope.is_empty();
+    for s in by_scope {
+        let scoped = Counts {
+            inuse: s.inuse,
+            accum: crate::model::Estimate::default(),
+        };
+        b.sample(ids.clone(), &scoped, &[(SCOPE_LABEL, &s.scope)]);
+        rest.inuse.objects = (rest.inuse.objects - s.inuse.objects).max(0.0);
+        rest.inuse.bytes = (rest.inuse.bytes - s.inuse.bytes).max(0.0);
+    }
+    if !(split && rest.is_zero()) {
+        b.sample(ids, &rest, &[]);
+    }
 }
 
 /// The program's own executable mapping among `mappings` ([`maps::program_mapping`]): the file
