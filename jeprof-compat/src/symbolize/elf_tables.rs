@@ -103,32 +103,7 @@ impl ElfTables {
         let file = ElfFile64::<object::Endianness, R>::parse(data).ok()?;
         let endian = file.endian();
         let table = file.elf_section_table();
-        let mut sections = Vec::with_capacity(table.len());
-        let mut has_dwarf = false;
-        let mut debugdata = None;
-        for (index, header) in table.iter().enumerate() {
-            let name = table
-                .section_name(endian, header)
-                .map(|n| String::from_utf8_lossy(n).into_owned())
-                .unwrap_or_default();
-            if name == ".gnu_debugdata" && header.sh_type(endian) != elf::SHT_NOBITS {
-                debugdata = header.data(endian, data).ok().map(<[u8]>::to_vec);
-            }
-            let flags = header.sh_flags(endian);
-            let nobits = header.sh_type(endian) == elf::SHT_NOBITS;
-            if name == ".debug_info" && !nobits && header.sh_size(endian) > 0 {
-                has_dwarf = true;
-            }
-            let code = flags.0 & elf::SHF_EXECINSTR.0 != 0
-                || matches!(name.as_str(), ".text" | ".init" | ".fini");
-            sections.push(Section {
-                index,
-                address: header.sh_addr(endian),
-                size: header.sh_size(endian),
-                alloc: flags.0 & elf::SHF_ALLOC.0 != 0,
-                code,
-            });
-        }
+        let (sections, has_dwarf, debugdata) = read_sections(table, endian, data);
         let versions = table.versions(endian, data).ok().flatten();
         let symbols = |t: &object::read::elf::SymbolTable<'d, elf::FileHeader64<_>, R>,
                        versioned: bool| {
@@ -429,6 +404,42 @@ pub(crate) fn nm_demangle(name: &str) -> String {
         Some(at) if at > 0 => format!("{}{}", crate::names::demangle(&name[..at]), &name[at..]),
         _ => crate::names::demangle(name),
     }
+}
+
+/// The sections of an ELF file as the lookups need them, whether it has DWARF (`.debug_info`
+/// with contents), and its MiniDebugInfo (`.gnu_debugdata`, still compressed) if it carries one.
+fn read_sections<'d, R: object::ReadRef<'d>>(
+    table: &object::read::elf::SectionTable<'d, elf::FileHeader64<object::Endianness>, R>,
+    endian: object::Endianness,
+    data: R,
+) -> (Vec<Section>, bool, Option<Vec<u8>>) {
+    let mut sections = Vec::with_capacity(table.len());
+    let mut has_dwarf = false;
+    let mut debugdata = None;
+    for (index, header) in table.iter().enumerate() {
+        let name = table
+            .section_name(endian, header)
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default();
+        if name == ".gnu_debugdata" && header.sh_type(endian) != elf::SHT_NOBITS {
+            debugdata = header.data(endian, data).ok().map(<[u8]>::to_vec);
+        }
+        let flags = header.sh_flags(endian);
+        let nobits = header.sh_type(endian) == elf::SHT_NOBITS;
+        if name == ".debug_info" && !nobits && header.sh_size(endian) > 0 {
+            has_dwarf = true;
+        }
+        let code = flags.0 & elf::SHF_EXECINSTR.0 != 0
+            || matches!(name.as_str(), ".text" | ".init" | ".fini");
+        sections.push(Section {
+            index,
+            address: header.sh_addr(endian),
+            size: header.sh_size(endian),
+            alloc: flags.0 & elf::SHF_ALLOC.0 != 0,
+            code,
+        });
+    }
+    (sections, has_dwarf, debugdata)
 }
 
 #[cfg(test)]
