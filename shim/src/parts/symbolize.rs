@@ -265,7 +265,18 @@ fn name_in_object(
         .filter(|p| needs_symbol(p))
         .map(|p| p.svma)
         .collect();
-    let mut symbols = source.symbol_names(&wanted).into_iter();
+    // A stripped file's own functions are in its MiniDebugInfo, where it carries one; its
+    // `.dynsym` names the rest.
+    let mini = (!source.has_symtab())
+        .then(|| elf.mini_debug_info())
+        .flatten();
+    let mini_elf = mini.as_deref().and_then(objects::ElfFile::parse);
+    let mini_names = mini_elf.as_ref().map(|m| m.symbol_names(&wanted));
+    let mut symbols = source
+        .symbol_names(&wanted)
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| mini_names.as_ref().and_then(|m| m[i]).or(name));
     for (probe, &(_, _, k)) in probes.into_iter().zip(group) {
         let symbol = if needs_symbol(&probe) {
             symbols

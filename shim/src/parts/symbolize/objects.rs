@@ -285,6 +285,27 @@ impl<'a> ElfFile<'a> {
         }
     }
 
+    /// Whether the file has a non-empty `.symtab` (a stripped file has only `.dynsym`).
+    pub(super) fn has_symtab(&self) -> bool {
+        self.sections
+            .symbols(self.endian, self.data, object::elf::SHT_SYMTAB)
+            .is_ok_and(|t| !t.is_empty())
+    }
+
+    /// The ELF file a MiniDebugInfo section (`.gnu_debugdata`) holds, decompressed: the function
+    /// symbols a stripped program keeps beside its `.dynsym` (Fedora's and others' packages),
+    /// as gdb and jeprof-compat read them. `None` without one, or when it does not decompress to
+    /// at most [`MINI_DEBUG_INFO_LIMIT`] bytes.
+    pub(super) fn mini_debug_info(&self) -> Option<Vec<u8>> {
+        let compressed = self
+            .section(".gnu_debugdata")?
+            .data(self.endian, self.data)
+            .ok()?;
+        let mut out = Capped(Vec::new());
+        lzma_rs::xz_decompress(&mut std::io::BufReader::new(compressed), &mut out).ok()?;
+        Some(out.0)
+    }
+
     /// Whether the file has a `.debug_info` section.
     pub(super) fn has_dwarf(&self) -> bool {
         self.section(".debug_info").is_some()
@@ -332,6 +353,26 @@ impl<'a> ElfFile<'a> {
         best.into_iter()
             .map(|b| b.and_then(|(_, name)| strings.get(name).ok()))
             .collect()
+    }
+}
+
+/// The most bytes a MiniDebugInfo may decompress to: it holds a symbol table, a few megabytes for
+/// the largest programs; more is not one.
+const MINI_DEBUG_INFO_LIMIT: usize = 64 << 20;
+
+/// A `Vec` that refuses to grow past [`MINI_DEBUG_INFO_LIMIT`].
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > MINI_DEBUG_INFO_LIMIT {
+            return Err(std::io::Error::other("MiniDebugInfo too large"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
