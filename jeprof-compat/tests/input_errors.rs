@@ -185,3 +185,53 @@ fn help_wraps_at_the_terminal_width_and_never_mid_sentence() {
     let words = report.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(words.contains("With --interval two columns give the 95% confidence interval"));
 }
+
+/// `gzip`/`gunzip` of `from` into `to` (`-d`: decompress).
+fn gzip(args: &[&str], from: &std::path::Path, to: &std::path::Path) {
+    let out = std::process::Command::new("gzip")
+        .args(args)
+        .arg("-c")
+        .arg(from)
+        .output()
+        .expect("gzip runs");
+    assert!(out.status.success(), "gzip {args:?} {from:?}");
+    std::fs::write(to, out.stdout).unwrap();
+}
+
+/// A gzipped dump (as fleets store them) reads as the dump does; a pprof profile, gzipped or
+/// not, is named for what it is, with what to do; a directory gets the glob to use.
+#[test]
+fn a_gzipped_dump_is_read_a_pprof_file_is_named_and_a_directory_gets_its_glob() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = fixture("symbolized.heap");
+    let plain = common::run_ok(&["report", "--show_bytes", &dump]);
+    let gz = dir.path().join("heap.prof.gz");
+    gzip(&[], std::path::Path::new(&dump), &gz);
+    assert_eq!(
+        common::run_ok(&["report", "--show_bytes", gz.to_str().unwrap()]),
+        plain
+    );
+
+    let pb = dir.path().join("heap.pb.gz");
+    common::run_ok(&["pprof", "-o", pb.to_str().unwrap(), &dump]);
+    let raw = dir.path().join("heap.pb");
+    gzip(&["-d"], &pb, &raw);
+    for (file, gzipped) in [(&pb, true), (&raw, false)] {
+        let out = common::run(&["report", file.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("a pprof profile") && err.contains("go tool pprof"),
+            "{err}"
+        );
+        assert_eq!(err.contains("gzip-compressed"), gzipped, "{err}");
+    }
+
+    let out = common::run(&["report", dir.path().to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("/*.heap") && !err.contains("save the stream"),
+        "{err}"
+    );
+}

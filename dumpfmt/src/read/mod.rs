@@ -124,12 +124,56 @@ fn open_regular(path: &Path) -> Result<std::fs::File, Error> {
     }))
 }
 
-/// The refusal of a file that is `what` rather than a regular file.
+/// The refusal of a file that is `what` rather than a regular file, with what to do instead.
 fn not_regular(what: &str) -> Error {
+    if what == "a directory" {
+        return not_heap(
+            "a directory, not a regular file: give the dumps in it (`DIR/*.heap`; `merge` also \
+             takes the directory itself with `--inputs-dir DIR`)",
+        );
+    }
     not_heap(&format!(
         "{what}, not a regular file (dumps are read from regular files only; save the stream to a \
          file first)"
     ))
+}
+
+/// A dump file, read through gzip when it is compressed (fleets often store dumps so): the
+/// decompressed text goes through the same line reader and its bounds as any dump. A pprof
+/// profile (protobuf, gzip-compressed or not) is refused by name.
+fn open_dump(path: &Path) -> Result<Box<dyn BufRead>, Error> {
+    let file = open_regular(path)?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let compressed = reader.fill_buf()?.starts_with(&GZIP_MAGIC);
+    let mut reader: Box<dyn BufRead> = if compressed {
+        Box::new(std::io::BufReader::with_capacity(
+            1 << 16,
+            flate2::bufread::MultiGzDecoder::new(reader),
+        ))
+    } else {
+        Box::new(reader)
+    };
+    if looks_like_protobuf(reader.fill_buf()?) {
+        return Err(not_heap(&format!(
+            "a pprof profile ({}profile.proto), not a heap_v2 dump: open it with `go tool pprof`, \
+             or give the heap dumps it was made from",
+            if compressed { "gzip-compressed " } else { "" }
+        )));
+    }
+    Ok(reader)
+}
+
+/// gzip's first two bytes (RFC 1952).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Whether `head` starts as a pprof message does: field 1 (`sample_type`, length-delimited,
+/// tag byte 0x0a) and binary bytes in what follows, where a dump has a text line.
+fn looks_like_protobuf(head: &[u8]) -> bool {
+    head.first() == Some(&0x0a)
+        && head
+            .iter()
+            .take(64)
+            .any(|&b| b == 0 || (b < 0x20 && b != b'\n' && b != b'\t' && b != b'\r'))
 }
 
 /// Parses a dump held in memory. Never panics, whatever the bytes. A dump that was cut is an error
@@ -156,13 +200,8 @@ pub fn read_file_stacks_with(
     on_stack: impl FnMut(&Profile, Stack),
 ) -> Result<Read, Error> {
     let path = path.as_ref();
-    let file = open_regular(path).map_err(|e| e.in_file(path))?;
-    read_stacks_with(
-        std::io::BufReader::with_capacity(1 << 16, file),
-        options,
-        on_stack,
-    )
-    .map_err(|e| e.in_file(path))
+    let input = open_dump(path).map_err(|e| e.in_file(path))?;
+    read_stacks_with(input, options, on_stack).map_err(|e| e.in_file(path))
 }
 
 /// [`read_with`], handing each stack to `on_stack` as soon as it is complete instead of keeping it,
