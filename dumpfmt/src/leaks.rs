@@ -172,6 +172,15 @@ impl Plan {
                 "the dumps' times must be finite and in ascending order".into(),
             ));
         }
+        if times.len() < 3 {
+            let n = times.len();
+            return Err(Error::LeakTest(format!(
+                "{n} dump{}: the test reads one process's series of dumps, at least 3 and better a \
+                 dozen or more (jemalloc's `lg_prof_interval`, the shim's `dump_interval`), and \
+                 names what kept growing over it",
+                if n == 1 { "" } else { "s" }
+            )));
+        }
         let (Some(&first), Some(&last)) = (times.first(), times.last()) else {
             return Err(Error::LeakTest("no dumps".into()));
         };

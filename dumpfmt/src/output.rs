@@ -58,7 +58,19 @@ impl AtomicFile {
             .suffix(".tmp")
             .rand_bytes(12)
             .tempfile_in(directory(target))
-            .map_err(fail)?;
+            // tempfile's error names the temporary file, which the user never chose: name the
+            // target's directory instead.
+            .map_err(|e| {
+                let why = match e.kind() {
+                    io::ErrorKind::NotFound => "does not exist".to_string(),
+                    io::ErrorKind::PermissionDenied => "cannot be written".to_string(),
+                    kind => format!("cannot hold a new file ({kind})"),
+                };
+                fail(io::Error::new(
+                    e.kind(),
+                    format!("its directory {} {why}", directory(target).display()),
+                ))
+            })?;
         Ok(AtomicFile {
             temp: BufWriter::with_capacity(1 << 16, temp),
             target: target.to_path_buf(),

@@ -235,3 +235,27 @@ fn a_gzipped_dump_is_read_a_pprof_file_is_named_and_a_directory_gets_its_glob() 
         "{err}"
     );
 }
+
+/// An output file in a directory that does not exist is refused naming the user's path and its
+/// directory, never the temporary file the write goes through; `leaks` on one dump asks for the
+/// series it reads.
+#[test]
+fn an_output_in_a_missing_directory_names_the_users_path_and_leaks_on_one_dump_asks_for_a_series() {
+    let dump = fixture("symbolized.heap");
+    let out = common::run(&["report", "--html", "/no/such/dir/x.html", &dump]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("/no/such/dir/x.html")
+            && err.contains("/no/such/dir does not exist")
+            && !err.contains(".tmp"),
+        "{err}"
+    );
+    let out = common::run(&["leaks", &dump]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("series of dumps") && !err.contains("more often"),
+        "{err}"
+    );
+}
