@@ -259,3 +259,22 @@ fn an_output_in_a_missing_directory_names_the_users_path_and_leaks_on_one_dump_a
         "{err}"
     );
 }
+
+/// A profile URL where nothing listens says so, and names the setting that starts the listener.
+#[test]
+fn a_refused_connection_names_the_setting_that_starts_the_listener() {
+    // A port that was free a moment ago: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/pprof/heap");
+    let out = common::run(&["report", &url]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&url) && err.contains("JEPROF_SHIM=http:"),
+        "{err}"
+    );
+}

@@ -109,12 +109,28 @@ fn failed(url: &str, reason: impl std::fmt::Display) -> Error {
     }
 }
 
+/// A request's failure, with what to do when nothing listens there: a process serves its
+/// profiles only when asked to.
+fn unreachable_hint(e: ureq::Error) -> String {
+    let refused =
+        matches!(&e, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
+    if refused {
+        format!(
+            "{e}: nothing listens there. A process serves its profiles when started with \
+             JEPROF_SHIM=http:HOST:PORT (the preload library or a program built with jeprof-shim's \
+             `http` feature), or when it calls jeprof_shim::serve"
+        )
+    } else {
+        e.to_string()
+    }
+}
+
 /// The body of a response, or an error naming the URL and the status.
 fn body(
     url: &str,
     response: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
 ) -> Result<Vec<u8>, Error> {
-    let mut response = response.map_err(|e| failed(url, e))?;
+    let mut response = response.map_err(|e| failed(url, unreachable_hint(e)))?;
     let status = response.status();
     if !status.is_success() {
         return Err(failed(url, format!("the server answered {status}")));
