@@ -2,7 +2,7 @@
 //! whole or one stack at a time, a dump's memory map parsed once, when first needed, and what
 //! orders a series of dumps and names each dump's process ([`series_key`]).
 //!
-//! Everything that reads a dump file reads it here; [`crate::load`](mod@crate::load) adds names
+//! Everything that reads a dump file reads it here; [`crate::named_input`] adds names
 //! to what is read.
 
 use std::cell::OnceCell;

@@ -37,7 +37,7 @@ use rayon::prelude::*;
 
 use crate::error::Error;
 use crate::input::{series_keys_checked, ReadPolicy};
-use crate::load::load;
+use crate::named_input::load;
 use crate::report::ReportOptions;
 use crate::report::{frame_functions, shown_frames};
 use crate::symbolize::{ResolvedProfile, SymbolizeOptions};

@@ -5,8 +5,9 @@
 //! are decided here.
 //!
 //! ## Modules
-//! Layers, bottom to top: each module uses only modules above it in this list (in parentheses;
-//! [`Error`] is used everywhere), so there is no import cycle.
+//! Bottom to top: each module uses only modules listed before it, so there is no import cycle.
+//! Which siblings each one uses is in the README's module map, written from the code by the
+//! workspace's `module_layers` test.
 //! - [`Error`], the one error type; `hash`, the hasher of every table; [`names`]: demangling,
 //!   jeprof's name shortening and its skip lists; [`maps`]: the memory map (from
 //!   `jeprof-dumpfmt`).
@@ -18,48 +19,48 @@
 //! - [`input`]: how dumps are read: [`ReadPolicy`] (strict or accepting cut dumps),
 //!   [`read_dump`], [`read_dump_stacks`] (one stack at a time), [`parse_all`], and a dump's memory
 //!   map, parsed once.
-//! - [`symbolize`] (hash, names, input): names for a dump's addresses (its symbol section, else the
+//! - [`symbolize`]: names for a dump's addresses (its symbol section, else the
 //!   binaries its memory map names, or their debug files by build id), through one translation engine that names each distinct
 //!   address of a dump once, which [`resolve`], the merge and the text report all take.
-//! - [`binary`] (input, symbolize): `--binary` checked against the dumps, and jeprof's
+//! - [`binary`]: `--binary` checked against the dumps, and jeprof's
 //!   `PROGRAM DUMP...` form.
-//! - [`load`](mod@load) (input, symbolize, binary): whole dumps read and resolved ([`load()`],
+//! - [`named_input`]: whole dumps read and resolved ([`load()`],
 //!   [`load_all`], [`load_bytes`]).
-//! - [`symbolized`] (input, symbolize, binary): a raw dump given the symbol section of what
+//! - [`named_dump`]: a raw dump given the symbol section of what
 //!   names its frames (`symbolize`: debug files by build id, `--binary`, the mapped libraries).
-//! - [`report`] (hash, names, attribution, input, symbolize, binary, load): jeprof's `--text`
+//! - [`report`]: jeprof's `--text`
 //!   report with the same numbers as the Perl script (same per-entry unbiasing, allocator frames
 //!   removed the same way, recursion counted once per stack, same sort and formatting;
 //!   [`report::build_files`] folds dump files as they are read), folded stacks (`--collapsed`,
 //!   [`report::collapsed_files`]) and flame graphs (inferno), per-function 95% confidence
 //!   intervals, and the rules every report shares: [`report::filters`] (`--ignore`, `--retain`,
 //!   `--exclude`), [`report::lines`] (`--lines`).
-//! - [`views`] (names, symbolize, report): jeprof's `--base`, `--drop_negative`, `--thread`
+//! - [`views`]: jeprof's `--base`, `--drop_negative`, `--thread`
 //!   ([`views::base`]), `--callgrind`, `--list`, `--dot` and fetched profiles.
 //! - The subcommands' libraries:
-//!   - [`merge`] (hash, names, input, symbolize, binary): any number of dumps, from different
+//!   - [`merge`]: any number of dumps, from different
 //!     processes (addresses normalised to module + file offset through each dump's memory map),
 //!     different builds (merged by function name where symbols exist) and different sample
 //!     periods, added up after each is unbiased ([`merge::merge_stream`] over any number of
 //!     dumps, read as they come), and how the result's figures become integers
 //!     ([`merge::OutputRounding`]);
-//!   - [`diff`] (input, symbolize, report): per-function change between two dumps, with its
+//!   - [`diff`]: per-function change between two dumps, with its
 //!     interval ([`diff::compare_files`]);
-//!   - [`pprof`] (names, attribution, input, symbolize, load, report): `profile.proto` output;
-//!   - [`otlp`] (input, symbolize, pprof): OpenTelemetry profiles, pprof's message re-indexed;
-//!   - [`export`] (names, attribution, input, symbolize, binary, report): dumps as rows of
+//!   - [`pprof`]: `profile.proto` output;
+//!   - [`otlp`]: OpenTelemetry profiles, pprof's message re-indexed;
+//!   - [`export`]: dumps as rows of
 //!     unbiased figures (schema v1, Parquet), which any SQL engine adds up correctly
 //!     ([`export::export_files`]; cargo feature `export`, on by default through `cli`); `query`
-//!     (export; cargo feature `sql`): SQL over those rows
+//!     (cargo feature `sql`): SQL over those rows
 //!     in-process, with named views by function, leaf, label and hour and their intervals;
-//!   - [`scopes`] (report): reports of one scope, and per-scope totals, from dumps that carry
+//!   - [`scopes`]: reports of one scope, and per-scope totals, from dumps that carry
 //!     scopes;
-//!   - [`page`] (input, symbolize, report, leaks): `report --html`, the page of `jeprof-page`
+//!   - [`page`]: `report --html`, the page of `jeprof-page`
 //!     from dumps, every figure the text report's.
 //!
 //! The crate root re-exports what most callers take: [`ReadPolicy`], [`read_dump`],
 //! [`read_dump_stacks`], [`parse_all`] (from [`input`]), [`load()`], [`load_all`], [`load_bytes`]
-//! (from [`load`](mod@load)), [`resolve`], [`ResolvedProfile`], [`SymbolizeOptions`] (from
+//! (from [`named_input`]), [`resolve`], [`ResolvedProfile`], [`SymbolizeOptions`] (from
 //! [`symbolize`]) and [`Accumulator`] (from [`merge`]); [`views::filters`] and [`views::lines`] are
 //! [`report::filters`] and [`report::lines`]. Nothing in the library imports the crate root.
 //!
@@ -130,8 +131,9 @@ pub mod input;
 pub mod symbolize;
 
 pub mod binary;
-pub mod load;
-pub mod symbolized;
+
+pub mod named_dump;
+pub mod named_input;
 
 pub mod report;
 pub mod views;
@@ -155,6 +157,6 @@ pub mod fuzzing;
 
 pub use error::Error;
 pub use input::{parse_all, read_dump, read_dump_stacks, ReadPolicy};
-pub use load::{load, load_all, load_bytes};
 pub use merge::Accumulator;
+pub use named_input::{load, load_all, load_bytes};
 pub use symbolize::{resolve, ResolvedProfile, SymbolizeOptions};

@@ -33,7 +33,7 @@ use jeprof_dumpfmt::pprof::{Builder, FunctionInfo, Header, LineInfo, MappingInfo
 
 use crate::attribution::Attribution;
 use crate::input::ReadPolicy;
-use crate::load::load_all;
+use crate::named_input::load_all;
 use crate::names::SkipRules;
 use crate::report::{allocator_names_inlined, interesting_frames};
 use crate::symbolize::debug_files::read_build_id;

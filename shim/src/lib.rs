@@ -31,6 +31,7 @@ pub use elsewhere::http;
 #[cfg(not(target_os = "linux"))]
 use elsewhere::{base, exact, parts, profiler, startup};
 
+pub use api::allocation_window::{AllocationProfile, StackLifetimes, WindowProfile};
 pub use api::capture::{Unwinder, MAX_FRAMES_LIMIT};
 pub use api::control::ConfigError;
 pub use api::exact::{ExactScopeStats, ExactScopes};
@@ -41,7 +42,6 @@ pub use api::report::{ListenerState, Stats};
 pub use api::sampled_path::Dropped;
 pub use api::scopes::{Scope, ScopeGuard, ScopeReporter, ScopeStats, Scoped};
 pub use api::symbolize::SymbolizerCost;
-pub use api::window::{AllocationProfile, StackLifetimes, WindowProfile};
 pub use base::settings::{
     DEFAULT_ARENA_SIZE, DEFAULT_LEAK_HISTORY, DEFAULT_LEAK_INTERVAL, DEFAULT_MAX_FRAMES,
     DEFAULT_MAX_STACKS, DEFAULT_OTLP_INTERVAL, DEFAULT_SAMPLE_RATE, LEAK_HISTORY_STACKS,

@@ -19,4 +19,4 @@ pub(crate) mod help;
 pub(crate) mod options;
 pub(crate) mod output;
 pub(crate) mod parse;
-pub(crate) mod views;
+pub(crate) mod whole_dumps;

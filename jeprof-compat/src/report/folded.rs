@@ -12,7 +12,7 @@ use super::model::ReportOptions;
 use super::text::{perl_int, units};
 use crate::error::Error;
 use crate::input::ReadPolicy;
-use crate::load::load_all;
+use crate::named_input::load_all;
 use crate::symbolize::{ResolvedProfile, SymbolizeOptions};
 
 /// Folded stacks as `jeprof --collapsed` prints them: `root;...;leaf <count>`, one line per distinct

@@ -9,6 +9,7 @@
 //! The handles' private fields are `pub(crate)` so that those modules can build them; the ones
 //! only Linux reads are allowed to be dead elsewhere.
 
+pub(crate) mod allocation_window;
 pub(crate) mod capture;
 pub(crate) mod control;
 pub(crate) mod exact;
@@ -21,4 +22,3 @@ pub(crate) mod report;
 pub(crate) mod sampled_path;
 pub(crate) mod scopes;
 pub(crate) mod symbolize;
-pub(crate) mod window;

@@ -247,14 +247,14 @@ pub(crate) mod scopes {
     }
 }
 
-pub(crate) mod window {
+pub(crate) mod allocation_window {
     //! Allocation windows: they open, and stop with an empty profile.
 
     use std::time::SystemTime;
 
     use jeprof_dumpfmt::Profile;
 
-    use crate::api::window::{AllocationProfile, WindowProfile};
+    use crate::api::allocation_window::{AllocationProfile, WindowProfile};
 
     impl AllocationProfile {
         pub(crate) fn start() -> AllocationProfile {

@@ -12,9 +12,9 @@ use crate::api::pprof::SampleType;
 use crate::base::settings;
 use crate::base::thread::Guard;
 use crate::parts::symbolize;
+use crate::profiler::allocation_window::AllocationProfile;
 use crate::profiler::leak_history::{self, Found};
 use crate::profiler::pprof::{encode, PprofOptions};
-use crate::profiler::window::AllocationProfile;
 use crate::profiler::{auto_dump, init, report, scopes};
 
 pub use crate::api::http::{

@@ -4,6 +4,7 @@
 //! probability per size. The crate's module map (the README's "Source layout",
 //! written from the code by `tests/module_layers.rs`) says what each part holds and what it uses.
 
+pub(crate) mod allocation_windows;
 pub(crate) mod build_ids;
 pub(crate) mod capture;
 pub(crate) mod live_samples;
@@ -14,4 +15,3 @@ pub(crate) mod stacks;
 pub(crate) mod symbolize;
 pub(crate) mod thread_totals;
 pub(crate) mod triggers;
-pub(crate) mod windows;

@@ -17,13 +17,13 @@ use crate::base::loader;
 use crate::base::settings;
 use crate::base::sync::{lock, FutexGuard};
 use crate::base::thread::Guard;
+use crate::parts::allocation_windows::{Windows, WINDOWS};
 use crate::parts::live_samples::{LiveShard, LIVE, SHARDS};
 use crate::parts::sampled_arena;
 use crate::parts::scopes::{self, Names};
 use crate::parts::stacks::{StackTable, STACKS};
 use crate::parts::symbolize;
 use crate::parts::thread_totals::{Registry, TableRef, ThreadTotals, REGISTRY};
-use crate::parts::windows::{Windows, WINDOWS};
 
 /// pid of the process that registered the exit hook (a forked child does not dump at exit).
 static EXIT_HOOK_PID: AtomicU32 = AtomicU32::new(0);

@@ -5,6 +5,7 @@
 //! uses, is the crate's module map (the README's "Source layout"), which `tests/module_layers.rs`
 //! writes from the code and holds equal to it.
 
+pub(crate) mod allocation_window;
 pub(crate) mod allocator;
 pub(crate) mod auto_dump;
 pub(crate) mod hooks;
@@ -20,4 +21,3 @@ pub(crate) mod sampled_path;
 pub(crate) mod scopes;
 pub(crate) mod setting_values;
 pub(crate) mod settings_table;
-pub(crate) mod window;

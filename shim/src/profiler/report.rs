@@ -21,7 +21,7 @@ use crate::parts::live_samples::{self, LiveSample};
 pub(crate) use crate::parts::stacks::frames_for_dump;
 use crate::parts::symbolize::{self, SymbolizerCost};
 use crate::parts::thread_totals::{TableRef, REGISTRY};
-use crate::parts::{sampled_arena, stacks, triggers, windows};
+use crate::parts::{allocation_windows, sampled_arena, stacks, triggers};
 
 pub(crate) use crate::api::report::Stats;
 
@@ -278,7 +278,7 @@ pub(crate) fn stats() -> Stats {
     // The per-stack sums the snapshots are copied from belong to the tracker too.
     let peak_tracker_bytes = peak_tracker_bytes + peak::LIVE_BY_STACK.lock().heap_bytes();
     metadata += peak_tracker_bytes;
-    metadata += windows::heap_bytes();
+    metadata += allocation_windows::heap_bytes();
     let (leak_history_bytes, leak_snapshots) = {
         let history = lock(&leak_history::HISTORY);
         (history.heap_bytes(), history.recorded())

@@ -13,7 +13,7 @@ use crate::base::thread::{self, Guard};
 use crate::parts::capture::{self, MAX_FRAMES_LIMIT};
 use crate::parts::live_samples::{self, LiveSample};
 use crate::parts::thread_totals::{self, ChargeError};
-use crate::parts::{sampled_arena, scopes, stacks, triggers, windows};
+use crate::parts::{allocation_windows, sampled_arena, scopes, stacks, triggers};
 
 use super::peak;
 
@@ -138,8 +138,8 @@ unsafe fn allocate_and_record(
     if let Some(live) = triggers::on_sample(bytes, settings::dump_interval()) {
         peak::on_new_high(live);
     }
-    if windows::any_open() {
-        windows::on_alloc(ptr as usize, stack_id, &estimate);
+    if allocation_windows::any_open() {
+        allocation_windows::on_alloc(ptr as usize, stack_id, &estimate);
     }
     Some(ptr)
 }
@@ -174,10 +174,10 @@ fn forget_sampled(ptr: *mut u8) {
         let bytes = weight_bytes(&estimate);
         triggers::on_free(bytes);
         peak::on_free(record.stack, &estimate, bytes);
-        if windows::any_open() {
+        if allocation_windows::any_open() {
             // The window's per-stack table may grow: keep that out of the profile.
             let _guard = Guard::enter();
-            windows::on_free(ptr as usize);
+            allocation_windows::on_free(ptr as usize);
         }
     }
 }

@@ -1,5 +1,5 @@
 //! `report`: the text report, folded stacks or a flame graph of the dumps added up, read one stack
-//! at a time; per-scope reports; and, through [`crate::cli::views`], jeprof's views of whole dumps.
+//! at a time; per-scope reports; and, through [`crate::cli::whole_dumps`], jeprof's views of whole dumps.
 
 use jeprof_compat::input::{parse_all, ReadPolicy};
 use jeprof_compat::report::{self, ReportOptions};
@@ -9,7 +9,7 @@ use jeprof_compat::symbolize::{resolve, SymbolizeOptions};
 use crate::cli::defs::ReportArgs;
 use crate::cli::options::{per_process, report_options};
 use crate::cli::output::{emit, emit_with, warn, write_output, PERL_OVERFLOW};
-use crate::cli::views;
+use crate::cli::whole_dumps;
 
 /// Takes jeprof's form `report PROGRAM DUMP...` as well.
 pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
@@ -36,7 +36,7 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
         return report_html(&args, html, &options, &symbolize, &policy);
     }
     if args.views.needs_whole_dumps(&args.dumps) {
-        return views::report_whole(&args, &options);
+        return whole_dumps::report_whole(&args, &options);
     }
     if let Some(svg) = &args.output.flamegraph {
         let lines = report::collapsed_files(&args.dumps, &symbolize, &options, &policy)?;

@@ -1,6 +1,6 @@
 //! `symbolize`: a raw dump written again with the names of its frames.
 
-use jeprof_compat::symbolized;
+use jeprof_compat::named_dump;
 use jeprof_dumpfmt::WriteOptions;
 
 use crate::cli::defs::SymbolizeArgs;
@@ -21,7 +21,7 @@ pub(crate) fn run(mut args: SymbolizeArgs) -> anyhow::Result<()> {
         );
     }
     let profile =
-        symbolized::symbolize_file(dump, &args.common.symbolize()?, &args.common.read_policy())?;
+        named_dump::symbolize_file(dump, &args.common.symbolize()?, &args.common.read_policy())?;
     jeprof_dumpfmt::write::write_file(&profile, &args.output, &WriteOptions::default())?;
     Ok(())
 }

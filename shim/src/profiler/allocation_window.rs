@@ -1,5 +1,5 @@
 //! Allocation windows as the public API sees them: [`AllocationProfile`], the token of an open
-//! window, and [`WindowProfile`], what its stop returns (the bookkeeping is `parts::windows`).
+//! window, and [`WindowProfile`], what its stop returns (the bookkeeping is `parts::allocation_windows`).
 
 use std::time::{Duration, SystemTime};
 
@@ -10,17 +10,17 @@ use super::sampled_path::dropped;
 use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
+use crate::parts::allocation_windows;
 use crate::parts::stacks::STACKS;
-use crate::parts::windows;
 
-pub(crate) use crate::api::window::{AllocationProfile, StackLifetimes, WindowProfile};
+pub(crate) use crate::api::allocation_window::{AllocationProfile, StackLifetimes, WindowProfile};
 
 impl AllocationProfile {
     /// Opens a window now.
     pub(crate) fn start() -> AllocationProfile {
         let _guard = Guard::enter();
         AllocationProfile {
-            id: windows::open(),
+            id: allocation_windows::open(),
             started: SystemTime::now(),
             dropped_at_start: dropped().total(),
             stopped: false,
@@ -31,7 +31,7 @@ impl AllocationProfile {
     pub fn stop(mut self) -> WindowProfile {
         self.stopped = true;
         let _guard = Guard::enter();
-        let stopped = windows::close(self.id);
+        let stopped = allocation_windows::close(self.id);
         let mut profile = Profile::new(settings::sample_rate());
         let mut lifetimes = Vec::new();
         let (duration, untracked) = match &stopped {
@@ -120,7 +120,7 @@ impl Drop for AllocationProfile {
     fn drop(&mut self) {
         if !self.stopped {
             let _guard = Guard::enter();
-            drop(windows::close(self.id));
+            drop(allocation_windows::close(self.id));
         }
     }
 }
