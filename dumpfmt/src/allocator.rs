@@ -15,6 +15,8 @@
 //! | `allocator_metadata` | `stats.metadata`: the allocator's own bookkeeping (base allocations and internal blocks) |
 //! | `profiler_bytes` | the profiler's own memory (its tables, the sampled arena's overhead; the shim documents what it counts) |
 //! | `process_rss_anon`, `process_rss_file` | `RssAnon` and `RssFile` of `/proc/self/status` (kB × 1024) |
+//! | `allocator_dumps` | in a merged dump: how many dumps the figures sum (each process's latest) |
+//! | `allocator_lost` | in a merged dump without figures: why (an input had none, or inputs mixed allocators) |
 //!
 //! The `allocator_*` figures appear only with `allocator: jemalloc`: with another allocator the
 //! profiler's jemalloc holds only its own sampled arena, whose figures would describe nothing of
@@ -39,6 +41,12 @@ pub const PROFILER_BYTES: &str = "profiler_bytes";
 pub const PROCESS_RSS_ANON: &str = "process_rss_anon";
 /// The annotation of [`AllocatorFigures::rss_file`].
 pub const PROCESS_RSS_FILE: &str = "process_rss_file";
+/// The annotation in which a merged dump says how many dumps (one per process: a process's dumps
+/// are moments of one allocator, which do not add up) its figures sum.
+pub const ALLOCATOR_DUMPS: &str = "allocator_dumps";
+/// The annotation in which a merged dump says why it carries no figures (an input had none):
+/// [`AllocatorFigures::from_annotations`] quotes it, so the user learns which step lost them.
+pub const ALLOCATOR_LOST: &str = "allocator_lost";
 
 /// The six jemalloc figures: their annotation keys and the names [`describe`] prints, in order.
 pub const JEMALLOC_FIGURES: [(&str, &str); 6] = [
@@ -154,7 +162,14 @@ impl AllocatorFigures {
             bytes(key)?.ok_or_else(|| Error::annotation(key, MISSING))
         };
         let jemalloc = match find(ALLOCATOR).map(str::trim) {
-            None => return Err(Error::annotation(ALLOCATOR, MISSING)),
+            None => {
+                return Err(match find(ALLOCATOR_LOST) {
+                    Some(why) => {
+                        Error::annotation(ALLOCATOR, format!("is missing: {}", why.trim()))
+                    }
+                    None => Error::annotation(ALLOCATOR, MISSING),
+                })
+            }
             Some(JEMALLOC) => {
                 let mut values = [0u64; 6];
                 for (slot, (key, _)) in values.iter_mut().zip(JEMALLOC_FIGURES) {

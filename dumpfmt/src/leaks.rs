@@ -418,15 +418,17 @@ pub fn benjamini_hochberg(p_values: &[f64], level: f64) -> Vec<bool> {
     discovered
 }
 
-/// `bytes` as the leak tables print them: `12.3 MB` (10⁶), `512 B` below a kilobyte.
+/// `bytes` as the leak tables and charts print them, in binary units (`12.3 MiB`, powers of 1024,
+/// as the settings and `--limit` take them; `512 B` below a KiB).
 pub fn human_bytes(bytes: f64) -> String {
+    const KIB: f64 = 1024.0;
     let magnitude = bytes.abs();
-    if magnitude >= 1e9 {
-        format!("{:.2} GB", bytes / 1e9)
-    } else if magnitude >= 1e6 {
-        format!("{:.1} MB", bytes / 1e6)
-    } else if magnitude >= 1e3 {
-        format!("{:.1} kB", bytes / 1e3)
+    if magnitude >= KIB * KIB * KIB {
+        format!("{:.2} GiB", bytes / (KIB * KIB * KIB))
+    } else if magnitude >= KIB * KIB {
+        format!("{:.1} MiB", bytes / (KIB * KIB))
+    } else if magnitude >= KIB {
+        format!("{:.1} KiB", bytes / KIB)
     } else {
         format!("{bytes:.0} B")
     }

@@ -89,7 +89,7 @@ fn signed(x: f64, options: &ReportOptions) -> String {
     }
 }
 
-/// Formats a diff: a totals line, then one row per function
+/// Formats a diff: a totals line, the legend, the header, then one row per function
 /// (`change ±95% base new [*] function`, `*` marking a significant change).
 pub fn format(base: &Report, new: &Report, changes: &[Change], options: &ReportOptions) -> String {
     let mut out = Vec::new();
@@ -144,7 +144,7 @@ fn write_diff<'a>(
     )?;
     writeln!(
         out,
-        "{:>9} {:>9} {:>9} {:>9} {:>3} function   (± is the 95% interval of the change; * = significant)",
+        "(± is the 95% interval of a change; * marks a significant one)\n{:>9} {:>9} {:>9} {:>9} {:>3} function",
         "change", "±95%", "base", "new", "sig"
     )?;
     for (printed, (name, [base, new, delta, half_width])) in changes.enumerate() {

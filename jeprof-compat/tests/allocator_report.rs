@@ -213,3 +213,104 @@ fn allocator_report_of_one_process_series_shows_the_latest_and_the_change_not_a_
         "{block}"
     );
 }
+
+/// Writes a dump of process `pid` at second `second` of a day with `figures` (none: an older dump).
+fn write_process_dump(path: &Path, pid: u32, second: u32, figures: Option<&AllocatorFigures>) {
+    write_dump(path, figures, 1.0);
+    let mut profile = jeprof_dumpfmt::read::read_file(path).unwrap();
+    profile.labels = vec![
+        ("pid".into(), pid.to_string()),
+        ("time".into(), format!("2026-12-06T10:00:{second:02}Z")),
+    ];
+    jeprof_dumpfmt::write::write_file(&profile, path, &WriteOptions::default()).unwrap();
+}
+
+#[test]
+fn merge_carries_the_allocator_figures_each_process_latest_summed_and_says_which_step_lost_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let (fa, fb_early, fb_late, fc) = (
+        figures(1 << 20),
+        figures(2 << 20),
+        figures(5 << 20),
+        figures(7 << 20),
+    );
+    write_process_dump(Path::new(&path("a.heap")), 11, 1, Some(&fa));
+    // Process 22's later dump is given first: its time, not the argument order, makes it the latest.
+    write_process_dump(Path::new(&path("b2.heap")), 22, 9, Some(&fb_late));
+    write_process_dump(Path::new(&path("b1.heap")), 22, 3, Some(&fb_early));
+    write_process_dump(Path::new(&path("c.heap")), 33, 2, Some(&fc));
+    write_process_dump(Path::new(&path("old.heap")), 44, 2, None);
+    let sum = |fs: &[&AllocatorFigures]| -> Vec<u64> {
+        let mut total = *fs[0];
+        fs[1..].iter().for_each(|f| total.add(f).unwrap());
+        figure_lines(&format!(
+            "\n\n{}",
+            jeprof_dumpfmt::allocator::describe(&total, None, 1)
+        ))
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
+    };
+    let values =
+        |out: &str| -> Vec<u64> { figure_lines(out).into_iter().map(|(_, v)| v).collect() };
+
+    common::run_ok(&[
+        "merge",
+        "-o",
+        &path("ab.heap"),
+        &path("a.heap"),
+        &path("b2.heap"),
+        &path("b1.heap"),
+    ]);
+    let out = common::run_ok(&["report", "--allocator", &path("ab.heap")]);
+    let (_, block) = out.split_once("\n\n").unwrap();
+    assert!(block.starts_with("figures summed over 2 dumps"), "{block}");
+    assert_eq!(
+        values(&out),
+        sum(&[&fa, &fb_late]),
+        "a + b's latest, not b's two moments"
+    );
+
+    // A merge of merges is the merge of everything, and counts every process.
+    common::run_ok(&[
+        "merge",
+        "-o",
+        &path("abc.heap"),
+        &path("ab.heap"),
+        &path("c.heap"),
+    ]);
+    let out = common::run_ok(&["report", "--allocator", &path("abc.heap")]);
+    let (_, block) = out.split_once("\n\n").unwrap();
+    assert!(block.starts_with("figures summed over 3 dumps"), "{block}");
+    assert_eq!(values(&out), sum(&[&fa, &fb_late, &fc]));
+
+    // An input without figures: the merged dump says that the merge lost them, and why.
+    common::run_ok(&[
+        "merge",
+        "-o",
+        &path("lost.heap"),
+        &path("a.heap"),
+        &path("old.heap"),
+    ]);
+    let out = common::run(&["report", "--allocator", &path("lost.heap")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("lost.heap")
+            && err.contains("merge: 1 of the 2 dumps merged carried no allocator figures"),
+        "{err}"
+    );
+    assert!(!err.contains("take the dump with"), "{err}");
+    // ... and a merge of that merge still says so.
+    common::run_ok(&[
+        "merge",
+        "-o",
+        &path("lost2.heap"),
+        &path("lost.heap"),
+        &path("c.heap"),
+    ]);
+    let out = common::run(&["report", "--allocator", &path("lost2.heap")]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("one of them said: merge: 1 of the 2"), "{err}");
+}

@@ -177,7 +177,7 @@ fn diff_without_cum_lists_the_programs_functions() {
     let text = common::run_ok(&["diff", "--show_bytes", &dump, &dump]);
     let functions: Vec<&str> = text
         .lines()
-        .skip(2)
+        .skip(3)
         .filter_map(|l| l.split_whitespace().last())
         .collect();
     assert!(!functions.is_empty());

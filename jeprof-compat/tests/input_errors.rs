@@ -278,3 +278,81 @@ fn a_refused_connection_names_the_setting_that_starts_the_listener() {
         "{err}"
     );
 }
+
+#[test]
+fn dash_h_fits_one_screen_and_dash_dash_help_is_the_whole_manual() {
+    let env = [("COLUMNS", "100"), ("LINES", "50")];
+    let top = run_env(&["-h"], &env);
+    assert!(top.lines().count() <= 50, "jeprof-compat -h:\n{top}");
+    assert!(top.contains("COMMAND -h"), "{top}");
+    for sub in [
+        "report",
+        "merge",
+        "pprof",
+        "otlp",
+        "diff",
+        "leaks",
+        "symbolize",
+        "export",
+        "query",
+    ] {
+        let short = run_env(&[sub, "-h"], &env);
+        let long = run_env(&[sub, "--help"], &env);
+        if sub == "query" && short.contains("which this build was made without") {
+            // A build without the `sql` feature has no query options to explain.
+            continue;
+        }
+        assert!(
+            short.lines().count() <= 50,
+            "{sub} -h is {} lines:\n{short}",
+            short.lines().count()
+        );
+        assert!(
+            short.ends_with("Examples, and what each figure means: --help\n"),
+            "{sub} -h:\n{short}"
+        );
+        assert!(
+            long.lines().count() > short.lines().count(),
+            "{sub} --help adds nothing"
+        );
+        // Every option -h names, --help explains.
+        for option in short.split_whitespace().filter(|w| w.starts_with("--")) {
+            assert!(long.contains(option), "{sub}: {option}");
+        }
+    }
+}
+
+/// The lines of `diff --help`'s example between its command and the first blank line.
+fn diff_help_example() -> (String, Vec<String>) {
+    let help = run_env(&["diff", "--help"], &[("COLUMNS", "200")]);
+    let mut lines = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("jeprof-compat diff"));
+    let command = lines.next().expect("an example").trim().to_string();
+    let shown = lines
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.strip_prefix("      ").unwrap_or(l).to_string())
+        .collect();
+    (command, shown)
+}
+
+#[test]
+fn diff_help_example_is_what_diff_prints_and_fits_80_columns() {
+    let (command, shown) = diff_help_example();
+    let args: Vec<String> = command
+        .split_whitespace()
+        .skip(1)
+        .map(|a| match a.strip_suffix(".heap") {
+            Some(name) => fixture(&format!("{name}.heap")),
+            None => a.to_string(),
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let printed = run_env(&args, &[]);
+    let printed: Vec<&str> = printed.lines().collect();
+    assert!(!shown.is_empty());
+    for (i, line) in shown.iter().enumerate() {
+        assert!(line.chars().count() + 6 <= 80, "{line:?} wider than 80");
+        assert_eq!(Some(line.as_str()), printed.get(i).copied(), "line {i}");
+    }
+}

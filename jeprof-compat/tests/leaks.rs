@@ -42,7 +42,7 @@ fn the_table_and_the_json_name_the_leak_and_not_the_flat_or_the_cycling_site() {
         ),
         "{table}"
     );
-    assert!(lines[2].contains("growth/h (95%)") && lines[2].contains("100.0 MB reached in"));
+    assert!(lines[2].contains("growth/h (95%)") && lines[2].contains("100.0 MiB reached in"));
     assert!(lines[3].ends_with("  fn_1"), "{table}");
     assert_eq!(lines.len(), 4, "{table}");
 

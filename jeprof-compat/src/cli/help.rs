@@ -6,6 +6,20 @@
 //! long command continues on an indented line (after `\`, `&&` or inside a quoted string), as it
 //! would be typed. Paragraphs are single lines, for clap to fill to any width.
 
+/// What `-h` prints after a subcommand's options: `-h` is one screen (each option's first
+/// sentence), `--help` the manual (every option in full, examples, what the figures mean), as
+/// ripgrep does.
+pub(crate) const SHORT: &str = "Examples, and what each figure means: --help";
+
+/// `jeprof-compat -h`.
+pub(crate) const TOP_SHORT: &str = "\
+Examples:
+  jeprof-compat report --show_bytes app.1234.0.f.heap
+  jeprof-compat merge -o fleet.heap replica-*.heap
+  jeprof-compat leaks dumps/*.heap
+
+More examples, and the exit status: --help; a command's options: COMMAND -h";
+
 /// `jeprof-compat --help`.
 pub(crate) const TOP: &str = "\
 Examples:
@@ -135,10 +149,12 @@ leaks take --debug-dir too.";
 /// `jeprof-compat diff --help`.
 pub(crate) const DIFF: &str = "\
 Example:
-  jeprof-compat diff --show_bytes before.heap after.heap
-      Total: base 524288 B, new 734003 B, change +209715 ± 31234 B (significant)
+  jeprof-compat diff base.heap a.heap
+      Total: base 57.3 MB, new 15.8 MB, change -41.5 ± 11.6 MB (significant)
+      (± is the 95% interval of a change; * marks a significant one)
          change      ±95%      base       new sig function
-        +209715     31000    104857    314572   * my_crate::cache::insert
+          -50.2       9.8      50.2       0.0   * std::vector::push_back
+           +8.7       6.2       7.1      15.8   * leaf_alloc
 
 A change is flagged (*) when its 95% interval excludes zero. The two sides are treated as independent, \
 which overstates the noise for two dumps of one process: flagged changes are real.";

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use jeprof_dumpfmt::{Counts, Profile, Stack, SymbolTable};
 
+use super::allocator_tally::AllocatorTally;
 use crate::hash::FastMap;
 use crate::input::MemoryMap;
 use crate::names::NameStyle;
@@ -54,6 +55,8 @@ pub struct Accumulator {
     /// Keys of labels the dumps disagree on (a different value, or present in some only), and
     /// those the inputs' own `# dropped_labels` annotations name (merges of merges).
     dropped_labels: BTreeSet<String>,
+    /// The allocator's figures of the dumps folded in by [`Accumulator::add_dump`].
+    allocator: AllocatorTally,
 }
 
 /// The annotation in which a merged dump names the labels its inputs disagreed on:
@@ -71,6 +74,8 @@ pub(super) struct Partial {
     stacks: FastMap<Box<[u32]>, Counts>,
     period: u64,
     dumps: usize,
+    /// Boxed: a chunk's message stays small.
+    allocator: Box<AllocatorTally>,
 }
 
 /// A worker's name and frame ids as the result's ids, built up chunk by chunk (the reducer
@@ -188,11 +193,14 @@ impl Accumulator {
         }
     }
 
-    /// Folds one resolved dump in. A resolved profile carries no labels: the result's labels are
-    /// those of the dumps added with [`Accumulator::add_dump`].
+    /// Folds one resolved dump in. A resolved profile carries no labels and no annotations: the
+    /// result's labels are those of the dumps added with [`Accumulator::add_dump`], and the merged
+    /// dump says that the allocator's figures were lost.
     pub fn add(&mut self, profile: &ResolvedProfile) {
         self.note_period(profile.sample_period);
         self.dumps += 1;
+        // A resolved profile keeps no annotations: the merged dump says the figures were lost.
+        self.allocator.note(&profile.labels, &[]);
         // Frames are shared per address within a dump: compute each identity once.
         let mut ids: FastMap<*const Frame, u32> = FastMap::default();
         let mut key: Vec<u32> = Vec::with_capacity(64);
@@ -234,6 +242,7 @@ impl Accumulator {
             .map(String::from)
             .collect();
         self.note_labels(Some(&profile.labels), dropped);
+        self.allocator.note(&profile.labels, &profile.annotations);
         if self.raw_style != Some(options.style) {
             self.raw_frames.clear();
             self.raw_style = Some(options.style);
@@ -290,6 +299,7 @@ impl Accumulator {
             ),
             period: std::mem::take(&mut self.period),
             dumps: std::mem::take(&mut self.dumps),
+            allocator: Box::new(std::mem::take(&mut self.allocator)),
         };
         self.shipped_names = self.names.len();
         self.shipped_frames = self.frames.len();
@@ -302,6 +312,7 @@ impl Accumulator {
         self.note_labels(partial.labels.as_deref(), partial.dropped_labels);
         self.note_period(partial.period);
         self.dumps += partial.dumps;
+        self.allocator.absorb(*partial.allocator);
         for name in &partial.names {
             let id = self.intern_name(name);
             translation.names.push(id);
@@ -336,6 +347,7 @@ impl Accumulator {
         );
         self.note_period(other.period);
         self.dumps += other.dumps;
+        self.allocator.absorb(std::mem::take(&mut other.allocator));
         let names: Vec<u32> = other.names.iter().map(|n| self.intern_name(n)).collect();
         let frames: Vec<u32> = other
             .frames
@@ -422,6 +434,7 @@ impl Accumulator {
                 .annotations
                 .push((DROPPED_LABELS.to_string(), keys.join(",")));
         }
+        profile.annotations.extend(self.allocator.annotations());
         profile
     }
 

@@ -44,6 +44,12 @@
 //! ([`DROPPED_LABELS`]), which a merge of merged dumps carries on: labels merge by intersection
 //! and dropped keys by union, both associative, so a tree reduce ends with the same labels.
 //!
+//! # The allocator's figures
+//! The merged dump carries the allocator's figures its inputs carry ([`jeprof_dumpfmt::allocator`]):
+//! each process's latest dump, summed over processes, with how many in an `allocator_dumps`
+//! annotation; or, when an input had none, an `allocator_lost` annotation saying so, which
+//! `report --allocator` quotes.
+//!
 //! Frames above `0x7fffffffffffffff` (kernel addresses, which jeprof drops from every report) are
 //! left out. Per-thread lines and the header thread summaries are not carried over: thread uids mean nothing
 //! across processes.
@@ -54,6 +60,7 @@ use crate::symbolize::{resolve, Frame};
 use jeprof_dumpfmt::{Counts, Profile};
 
 mod accumulator;
+mod allocator_tally;
 mod inputs;
 mod rounding;
 mod stream;

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use jeprof_dumpfmt::allocator::{describe, AllocatorFigures};
+use jeprof_dumpfmt::allocator::{describe, AllocatorFigures, ALLOCATOR_DUMPS};
 use jeprof_dumpfmt::Estimate;
 
 use crate::error::Error;
@@ -24,7 +24,8 @@ pub struct AllocatorReport {
     pub figures: AllocatorFigures,
     /// The in-use total of the summed dumps' stacks.
     pub inuse: Estimate,
-    /// How many dumps were summed (one per process).
+    /// How many dumps were summed (one per process; a merged dump counts the dumps its figures
+    /// sum).
     pub dumps: usize,
     /// How many dumps were given.
     pub given: usize,
@@ -145,7 +146,7 @@ pub fn allocator_files(
         .filter_map(|g| g.last())
         .map(|&i| &paths[i])
         .collect();
-    let (figures, inuse) = sum_files(&last, policy)?;
+    let (figures, inuse, dumps) = sum_files(&last, policy)?;
     let repeated: Vec<&Vec<usize>> = groups.iter().filter(|g| g.len() > 1).collect();
     let change = if repeated.is_empty() {
         None
@@ -157,8 +158,8 @@ pub fn allocator_files(
                 .map(|&i| &paths[i])
                 .collect()
         };
-        let (first, first_inuse) = sum_files(&ends(<[usize]>::first), policy)?;
-        let (last, last_inuse) = sum_files(&ends(<[usize]>::last), policy)?;
+        let (first, first_inuse, _) = sum_files(&ends(<[usize]>::first), policy)?;
+        let (last, last_inuse, _) = sum_files(&ends(<[usize]>::last), policy)?;
         Some(SeriesChange {
             processes: repeated.len(),
             first,
@@ -170,19 +171,21 @@ pub fn allocator_files(
     Ok(AllocatorReport {
         figures,
         inuse,
-        dumps: last.len(),
+        dumps,
         given: paths.len(),
         change,
     })
 }
 
-/// The figures and in-use totals of `paths`, summed.
+/// The figures and in-use totals of `paths`, summed, and how many dumps the figures sum (a merged
+/// dump's `allocator_dumps`, else one each).
 fn sum_files(
     paths: &[&PathBuf],
     policy: &ReadPolicy<'_>,
-) -> Result<(AllocatorFigures, Estimate), Error> {
+) -> Result<(AllocatorFigures, Estimate, usize), Error> {
     let mut sum: Option<AllocatorFigures> = None;
     let mut inuse = Estimate::default();
+    let mut dumps = 0;
     for &path in paths {
         let profile = read_dump_stacks(path, policy, |_, stack| inuse.add(&stack.counts.inuse))?;
         let figures = AllocatorFigures::from_annotations(&profile.annotations).map_err(|e| {
@@ -201,10 +204,16 @@ fn sum_files(
                 e => e.in_file(path),
             }
         })?;
+        dumps += profile
+            .annotations
+            .iter()
+            .find(|(k, _)| k == ALLOCATOR_DUMPS)
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+            .unwrap_or(1);
         match &mut sum {
             None => sum = Some(figures),
             Some(sum) => sum.add(&figures).map_err(|e| e.in_file(path))?,
         }
     }
-    Ok((sum.unwrap_or_default(), inuse))
+    Ok((sum.unwrap_or_default(), inuse, dumps))
 }
