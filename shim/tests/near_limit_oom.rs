@@ -48,6 +48,7 @@ fn steady_site() -> Vec<Vec<u8>> {
 }
 
 /// The child: grows at [`RATE`] until the OOM killer ends it (or 30 s, which fails the test).
+/// `NEAR_LIMIT_IDLE_SECONDS` (by hand) makes it idle that long before it grows.
 fn child() {
     // The watcher found the group's limit (it starts before `main`; its discovery is quick).
     let mut near = jeprof_shim::stats().near_limit;
@@ -66,6 +67,10 @@ fn child() {
     );
     assert_eq!(near.threshold_bytes, (LIMIT as f64 * 0.8).ceil() as u64);
     assert!(near.use_bytes > 0 && near.last_dump.is_none(), "{near:?}");
+    // By hand only: idle this long first, to measure what the watching costs while nothing
+    // happens (the manual's figure reads the watcher thread's /proc counters meanwhile).
+    let idle: u64 = std::env::var("NEAR_LIMIT_IDLE_SECONDS").map_or(0, |s| s.parse().unwrap());
+    std::thread::sleep(Duration::from_secs(idle));
     let steady = steady_site();
     let mut held = Vec::new();
     let start = Instant::now();
@@ -135,6 +140,9 @@ fn one_run(group: &memory_cgroup::MemoryCgroup, run: usize) {
     assert!(used >= LIMIT / 10 * 8, "use {used} below 0.8 of the limit");
     let written = std::fs::metadata(&dump).unwrap().modified().unwrap();
     let before_kill = killed_at.duration_since(written).unwrap_or_default();
+    let signalled = SystemTime::UNIX_EPOCH
+        + Duration::from_millis(note("shim_near_limit_unix_ms").parse().unwrap());
+    let writing = written.duration_since(signalled).unwrap_or_default();
     let rows = top_functions(&dump, &exe);
     assert!(
         rows[0].0.contains("grow_site"),
@@ -142,10 +150,13 @@ fn one_run(group: &memory_cgroup::MemoryCgroup, run: usize) {
     );
     println!(
         "run {run}: {} written {:.0} ms before the kill (oom_kill {}), use {used} B; \
-         in-use {:.0} B; top: {:?}",
+         mtime − signal {:.1} ms, snapshot {} B, file {} B; in-use {:.0} B; top: {:?}",
         dump.display(),
         before_kill.as_secs_f64() * 1e3,
         ended.oom_kills,
+        writing.as_secs_f64() * 1e3,
+        note("shim_near_limit_snapshot_heap_bytes"),
+        std::fs::metadata(&dump).unwrap().len(),
         profile
             .stacks
             .iter()

@@ -34,7 +34,7 @@
 //! <binary>`) names them later. What remains is the snapshot's copy of the tables, bounded by
 //! them (`stats().metadata_bytes`), the text written through a 64 KiB buffer, and the file's page
 //! cache; the write is fsynced and renamed before [`write_dump`] returns. Annotations say the
-//! limit, the use, the cgroup, its version and the signal.
+//! limit, the use, the cgroup, its version, the signal, and the bytes the snapshot allocated.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -249,9 +249,15 @@ fn write_dump(limit: &Limit, signal: NearLimitSignal, usage: u64) {
         .map_or(0, |d| d.as_millis() as u64);
     let allocated_before = thread_allocated();
     let (mut profile, _) = report::snapshot(false);
+    // What the copy of the tables took (the write adds its 64 KiB buffer), for the dump to say.
+    let snapshot_bytes = thread_allocated().saturating_sub(allocated_before);
     profile
         .annotations
         .extend(annotations(limit, signal, usage, unix_ms));
+    profile.annotations.push((
+        "shim_near_limit_snapshot_heap_bytes".into(),
+        snapshot_bytes.to_string(),
+    ));
     let written = auto_dump::write_profile(Kind::NearLimit, &profile);
     drop(profile);
     let heap_bytes = thread_allocated().saturating_sub(allocated_before);

@@ -457,6 +457,9 @@ mod tests {
             "dump_peak:nan",
             "peak_growth:0",
             "peak_growth:1.0",
+            "dump_near_limit:1",
+            "dump_near_limit:-0.2",
+            "dump_near_limit:nan",
             "max_dumps:-3",
             "dump_final:maybe",
             "leak_interval:-1",
@@ -473,6 +476,7 @@ mod tests {
         assert!(lock(&settings::DUMP_ON_EXIT).is_none());
         assert!(lock(&settings::DUMP_PREFIX).is_none());
         assert_eq!(settings::dump_peak(), 0.0);
+        assert_eq!(settings::dump_near_limit(), 0.0);
         assert_eq!(settings::peak_growth(), settings::DEFAULT_PEAK_GROWTH);
         assert_eq!(settings::leak_interval(), settings::DEFAULT_LEAK_INTERVAL);
         assert_eq!(settings::leak_history(), settings::DEFAULT_LEAK_HISTORY);
