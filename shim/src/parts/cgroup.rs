@@ -14,6 +14,9 @@
 //! counts the whole subtree, siblings included: the figure the kernel compares. A v2 hierarchy
 //! without the memory controller has no `memory.max` files and gives no limit.
 //!
+//! [`STATE`] keeps what the watcher (`profiler::near_limit`) found and wrote, for `stats()` and
+//! `/debug/pprof/allocator` (both below the watcher).
+//!
 //! Every path is taken under a root directory, `/` in a process: a test lays out a tree in a
 //! temporary directory (`proc/self/cgroup`, `proc/self/mountinfo` and the cgroup files) and
 //! reads it with the same code.
