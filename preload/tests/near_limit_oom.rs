@@ -10,7 +10,7 @@
 mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use jeprof_compat::attribution::Attribution;
@@ -64,7 +64,7 @@ fn one_run(group: &MemoryCgroup, program: &Path, run: usize) {
         "run {run}: not killed: {:?}",
         ended.status
     );
-    let dump = near_limit_dump(dir.path(), ended.pid);
+    let dump = memory_cgroup::near_limit_dump(dir.path(), "app", ended.pid);
     let profile = common::read_dump(&dump);
     let note = |key: &str| common::annotation(&profile, key).map(str::to_string);
     assert_eq!(note("shim_near_limit_limit_bytes"), Some(LIMIT.to_string()));
@@ -97,20 +97,6 @@ fn one_run(group: &MemoryCgroup, program: &Path, run: usize) {
             .sum::<f64>(),
         &rows[..rows.len().min(3)],
     );
-}
-
-/// The child's one near-limit dump (`app.<pid>.<seq>.l0.heap`).
-fn near_limit_dump(dir: &Path, pid: u32) -> PathBuf {
-    let names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    let dumps: Vec<&String> = names
-        .iter()
-        .filter(|n| n.starts_with(&format!("app.{pid}.")) && n.ends_with(".l0.heap"))
-        .collect();
-    assert_eq!(dumps.len(), 1, "no near-limit dump of {pid} in {names:?}");
-    dir.join(dumps[0])
 }
 
 /// jeprof-compat's report of the in-use figures by user function, largest first.

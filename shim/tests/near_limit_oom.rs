@@ -11,7 +11,7 @@
 
 use std::hint::black_box;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use jeprof_compat::attribution::Attribution;
@@ -119,7 +119,7 @@ fn one_run(group: &memory_cgroup::MemoryCgroup, run: usize) {
         "run {run}: the child was not killed: {:?}",
         ended.status
     );
-    let dump = near_limit_dump(dir.path(), ended.pid);
+    let dump = memory_cgroup::near_limit_dump(dir.path(), "app", ended.pid);
     let profile = read::parse(&std::fs::read(&dump).unwrap()).unwrap();
     let note = |key: &str| {
         profile
@@ -173,20 +173,6 @@ fn group_name(group: &memory_cgroup::MemoryCgroup) -> String {
         .unwrap()
         .to_string_lossy()
         .into_owned()
-}
-
-/// The child's one near-limit dump (`app.<pid>.<seq>.l0.heap`).
-fn near_limit_dump(dir: &Path, pid: u32) -> PathBuf {
-    let names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    let dumps: Vec<&String> = names
-        .iter()
-        .filter(|n| n.starts_with(&format!("app.{pid}.")) && n.ends_with(".l0.heap"))
-        .collect();
-    assert_eq!(dumps.len(), 1, "no near-limit dump of {pid} in {names:?}");
-    dir.join(dumps[0])
 }
 
 /// jeprof-compat's report of the in-use figures, user functions, largest first: (name, bytes).

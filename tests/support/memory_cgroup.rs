@@ -105,3 +105,18 @@ pub fn for_test(name: &str, limit: u64) -> Option<MemoryCgroup> {
         }
     }
 }
+
+/// The one near-limit dump of process `pid` in `dir`, written with the dump prefix
+/// `<dir>/<prefix>` (`<prefix>.<pid>.<seq>.l0.heap`); panics naming the files there otherwise.
+pub fn near_limit_dump(dir: &Path, prefix: &str, pid: u32) -> PathBuf {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let dumps: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with(&format!("{prefix}.{pid}.")) && n.ends_with(".l0.heap"))
+        .collect();
+    assert_eq!(dumps.len(), 1, "no near-limit dump of {pid} in {names:?}");
+    dir.join(dumps[0])
+}
