@@ -40,6 +40,9 @@
 #   - shim/tests/http_robustness.rs, otlp_push.rs: their clients' and pusher's timeouts are
 #     sized for native speed; emulated, the 100 concurrent requests and the pushes to the test's
 #     collector outlast them.
+#   - shim/tests/near_limit_oom.rs, preload/tests/near_limit_oom.rs: they grow a process at 400 MB/s
+#     into a cgroup limit until the OOM killer ends it; emulated, the growth is far slower and the
+#     process's memory is qemu's as much as its own, so the dump's timing says nothing of aarch64.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo "==> aarch64: $* [$(date -u +%H:%M:%S), ${SECONDS} s in]"; }
@@ -89,6 +92,7 @@ echo "    other threads run"
 echo "  shim arena_unavailable, arena_fallback: qemu-user does not apply RLIMIT_AS to the program"
 echo "  shim http_go_pprof: go tool pprof asks a symbol server for glibc's frames (no arm64 symbols)"
 echo "  shim http_robustness, otlp_push: timeouts sized for native speed"
+echo "  shim and preload near_limit_oom: 400 MB/s into a cgroup limit; emulated, qemu's memory too"
 echo "  the shim's other integration tests: the same Rust on every architecture, run natively by"
 echo "    .ci/run; under emulation they would take this step past its 15 minutes"
 

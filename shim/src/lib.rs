@@ -36,6 +36,7 @@ pub use api::capture::{Unwinder, MAX_FRAMES_LIMIT};
 pub use api::control::ConfigError;
 pub use api::exact::{ExactScopeStats, ExactScopes};
 pub use api::leak_history::{LeakHistoryError, LeakSuspect};
+pub use api::near_limit::{NearLimitDump, NearLimitSignal, NearLimitStats, NearLimitWatch};
 pub use api::otlp_stats::OtlpPushStats;
 pub use api::pprof::{PprofOptions, SampleType};
 pub use api::report::{ListenerState, Stats};

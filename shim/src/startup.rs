@@ -1,6 +1,6 @@
 //! Starting what the settings ask for: the one before-`main` hook, and [`configure`].
 //!
-//! Threads (the dump writer, the leak history's recorder, the OTLP pusher, the HTTP listener's)
+//! Threads (the dump writer, the memory-limit watcher, the leak history's recorder, the OTLP pusher, the HTTP listener's)
 //! are never started inside an allocation: a thread started there would be created while the
 //! allocator's locks are held, the state the fork rules (`profiler::hooks`) exclude. So they are
 //! started here, from the parsed settings, at two moments outside any allocation: before `main`
@@ -12,7 +12,7 @@ use crate::api::control::ConfigError;
 use crate::base::thread::Guard;
 #[cfg(feature = "otlp")]
 use crate::profiler::otlp_push;
-use crate::profiler::{auto_dump, init, leak_history, settings_table};
+use crate::profiler::{auto_dump, init, leak_history, near_limit, settings_table};
 
 /// Applies settings in the `JEPROF_SHIM` syntax at run time, after the environment's, then starts
 /// the threads they ask for.
@@ -27,13 +27,14 @@ pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
 }
 
 /// Starts every thread the settings in effect ask for and that is not running yet: the dump
-/// writer (`dump_interval`, `dump_peak`), the leak history's recorder (`leak_interval`, on by
+/// writer (`dump_interval`, `dump_peak`), the memory-limit watcher (`dump_near_limit`), the leak history's recorder (`leak_interval`, on by
 /// default), the OTLP pusher (`otlp_push`) and the HTTP listener (`http`). Wakes those running,
 /// so they read changed settings at once. Outside any allocation only.
 fn start_what_the_settings_ask() {
     {
         let _guard = Guard::enter();
         auto_dump::ensure_writer();
+        near_limit::ensure_watcher();
         leak_history::settings_changed();
         #[cfg(feature = "otlp")]
         otlp_push::settings_changed();

@@ -10,6 +10,8 @@
 //! Requirements: `perl`, `addr2line`, `nm`, `objdump` (binutils) and `file` on `PATH`. When one is
 //! missing the tests fail with a message naming it; they never skip silently.
 
+pub mod memory_cgroup;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

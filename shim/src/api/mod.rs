@@ -16,6 +16,7 @@ pub(crate) mod exact;
 #[cfg(feature = "http")]
 pub(crate) mod http;
 pub(crate) mod leak_history;
+pub(crate) mod near_limit;
 pub(crate) mod otlp_stats;
 pub(crate) mod pprof;
 pub(crate) mod report;

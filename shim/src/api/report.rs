@@ -1,12 +1,13 @@
 //! The profiler's own figures ([`crate::stats`]).
 
 use super::capture::Unwinder;
+use super::near_limit::NearLimitStats;
 use super::otlp_stats::OtlpPushStats;
 use super::sampled_path::Dropped;
 use super::symbolize::SymbolizerCost;
 
 /// A snapshot of the profiler's own state.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Stats {
     /// Sampled objects currently live.
@@ -56,6 +57,8 @@ pub struct Stats {
     pub otlp: OtlpPushStats,
     /// The listener the `http` setting asked for: serving, or why it could not start.
     pub http_listener: ListenerState,
+    /// `dump_near_limit`: the memory limit, the use, and the last near-limit dump.
+    pub near_limit: NearLimitStats,
 }
 
 /// The state of the listener the `http` setting asks for ([`Stats::http_listener`]).

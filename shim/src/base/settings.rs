@@ -126,6 +126,8 @@ struct AutoSettings {
     leak_history: AtomicUsize,
     /// `otlp_interval` in seconds, as `f64` bits.
     otlp_interval: AtomicU64,
+    /// `dump_near_limit`'s fraction of the memory limit as `f64` bits (0.0: off).
+    dump_near_limit: AtomicU64,
 }
 
 static AUTO: AutoSettings = AutoSettings {
@@ -136,6 +138,7 @@ static AUTO: AutoSettings = AutoSettings {
     leak_interval: AtomicU64::new(DEFAULT_LEAK_INTERVAL.to_bits()),
     leak_history: AtomicUsize::new(DEFAULT_LEAK_HISTORY),
     otlp_interval: AtomicU64::new(DEFAULT_OTLP_INTERVAL.to_bits()),
+    dump_near_limit: AtomicU64::new(0),
 };
 
 // Ordering, for every load and store below: a setting read on its own; it publishes no other
@@ -345,6 +348,18 @@ pub(crate) fn set_otlp_interval(seconds: f64) {
     // Ordering: see above.
     AUTO.otlp_interval
         .store(seconds.to_bits(), Ordering::Relaxed);
+}
+
+/// The fraction of the memory limit at which a near-limit dump is written (0: off).
+pub(crate) fn dump_near_limit() -> f64 {
+    // Ordering: see above.
+    f64::from_bits(AUTO.dump_near_limit.load(Ordering::Relaxed))
+}
+
+pub(crate) fn set_dump_near_limit(fraction: f64) {
+    // Ordering: see above.
+    AUTO.dump_near_limit
+        .store(fraction.to_bits(), Ordering::Relaxed);
 }
 
 /// Whether any setting asks for dumps written by the background writer (interval or peak).

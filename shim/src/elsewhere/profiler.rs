@@ -129,6 +129,7 @@ pub(crate) mod report {
             leak_snapshots: 0,
             otlp: OtlpPushStats::default(),
             http_listener: ListenerState::NotAsked,
+            near_limit: Default::default(),
         }
     }
 }

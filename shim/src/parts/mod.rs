@@ -7,6 +7,7 @@
 pub(crate) mod allocation_windows;
 pub(crate) mod build_ids;
 pub(crate) mod capture;
+pub(crate) mod cgroup;
 pub(crate) mod live_samples;
 pub(crate) mod sampled_arena;
 pub(crate) mod sampler;

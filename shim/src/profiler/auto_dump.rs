@@ -1,8 +1,9 @@
 //! Sequenced dumps, jemalloc's way: `<prefix>.<pid>.<seq>.<kind><kseq>.heap` (and
 //! `<prefix>.<pid>.<seq>.f.heap` for the final one), where `seq` counts every sequenced dump of
 //! the process from 0 and `kseq` the dumps of that kind (jemalloc's `prof_dump_filename`). Interval
-//! (`i`) and peak (`u`) dumps are written by a background writer thread; manual (`m`,
-//! [`crate::dump_next`]) and final (`f`, `dump_final`) ones by the calling or exiting thread.
+//! (`i`) and peak (`u`) dumps are written by a background writer thread, near-limit (`l`) ones by
+//! the memory-limit watcher (`near_limit`); manual (`m`, [`crate::dump_next`]) and final (`f`,
+//! `dump_final`) ones by the calling or exiting thread.
 //!
 //! The writer is started outside any allocation ([`ensure_writer`]: from `configure`,
 //! [`crate::dump_next`], before `main` when `JEPROF_SHIM` asks for automatic dumps, and in a
@@ -36,6 +37,8 @@ pub(crate) enum Kind {
     Peak,
     /// [`crate::dump_next`] (`m`).
     Manual,
+    /// The process's memory use reached `dump_near_limit` of its cgroup's limit (`l`).
+    NearLimit,
     /// At exit (`f`).
     Final,
 }
@@ -45,9 +48,11 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 static INTERVAL_SEQ: AtomicU64 = AtomicU64::new(0);
 static PEAK_SEQ: AtomicU64 = AtomicU64::new(0);
 static MANUAL_SEQ: AtomicU64 = AtomicU64::new(0);
+static NEAR_LIMIT_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// The sequenced dumps this process wrote, oldest first (what `max_dumps` prunes).
-pub(crate) static WRITTEN: Mutex<VecDeque<PathBuf>> = Mutex::new(VecDeque::new());
+/// The sequenced dumps this process wrote, oldest first, with their kinds (what `max_dumps`
+/// prunes).
+pub(crate) static WRITTEN: Mutex<VecDeque<(PathBuf, Kind)>> = Mutex::new(VecDeque::new());
 
 /// Held by the writer thread while it writes a dump, and by the exit hook while it writes the
 /// final one: the process does not exit in the middle of the writer's dump (which would leave its
@@ -84,6 +89,10 @@ fn next_name(kind: Kind) -> PathBuf {
             let m = MANUAL_SEQ.fetch_add(1, Ordering::Relaxed);
             format!("{stem}.{seq}.m{m}.heap")
         }
+        Kind::NearLimit => {
+            let l = NEAR_LIMIT_SEQ.fetch_add(1, Ordering::Relaxed);
+            format!("{stem}.{seq}.l{l}.heap")
+        }
     };
     PathBuf::from(name)
 }
@@ -96,18 +105,22 @@ pub(crate) fn write_sequenced(kind: Kind) -> Result<PathBuf, jeprof_dumpfmt::Err
         Kind::Peak => peak_profile(settings::symbolize()),
         _ => report::snapshot(settings::symbolize()).0,
     };
+    write_profile(kind, &profile)
+}
+
+/// Writes `profile` as the next sequenced dump of `kind` (atomically: written, fsynced, renamed,
+/// the directory fsynced), then prunes as [`write_sequenced`] says. Returns the path written.
+pub(crate) fn write_profile(
+    kind: Kind,
+    profile: &Profile,
+) -> Result<PathBuf, jeprof_dumpfmt::Error> {
+    let _guard = Guard::enter();
     let path = next_name(kind);
-    jeprof_dumpfmt::write::write_file(&profile, &path, &jeprof_dumpfmt::WriteOptions::default())?;
+    jeprof_dumpfmt::write::write_file(profile, &path, &jeprof_dumpfmt::WriteOptions::default())?;
     let doomed: Vec<PathBuf> = {
         let mut written = lock(&WRITTEN);
-        written.push_back(path.clone());
-        let keep = settings::max_dumps() as usize;
-        let excess = if keep == 0 {
-            0
-        } else {
-            written.len().saturating_sub(keep)
-        };
-        written.drain(..excess).collect()
+        written.push_back((path.clone(), kind));
+        prune(&mut written, settings::max_dumps() as usize)
     };
     for old in doomed {
         if let Err(e) = std::fs::remove_file(&old) {
@@ -120,6 +133,31 @@ pub(crate) fn write_sequenced(kind: Kind) -> Result<PathBuf, jeprof_dumpfmt::Err
         }
     }
     Ok(path)
+}
+
+/// Takes out of `written` (oldest first) the oldest dumps beyond `keep` (0: keep all) and returns
+/// them, except the newest near-limit dump: the profile that explains an OOM kill is the one a
+/// stream of interval dumps must not push out.
+fn prune(written: &mut VecDeque<(PathBuf, Kind)>, keep: usize) -> Vec<PathBuf> {
+    let mut excess = if keep == 0 {
+        0
+    } else {
+        written.len().saturating_sub(keep)
+    };
+    let newest_near_limit = written.iter().rposition(|(_, k)| *k == Kind::NearLimit);
+    let mut doomed = Vec::new();
+    let mut index = 0;
+    while excess > 0 && index < written.len() {
+        if Some(index + doomed.len()) == newest_near_limit {
+            index += 1;
+            continue;
+        }
+        if let Some((path, _)) = written.remove(index) {
+            doomed.push(path);
+        }
+        excess -= 1;
+    }
+    doomed
 }
 
 /// The peak tracker's snapshot as a profile: in-use figures at the peak, no accumulated ones
@@ -218,5 +256,44 @@ pub(crate) fn at_exit() {
     let _writing = lock(&WRITING);
     if settings::dump_final() {
         report_failure(Kind::Final, write_sequenced(Kind::Final));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{prune, Kind};
+    use std::collections::VecDeque;
+    use std::path::PathBuf;
+
+    fn written(kinds: &[Kind]) -> VecDeque<(PathBuf, Kind)> {
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| (PathBuf::from(i.to_string()), k))
+            .collect()
+    }
+
+    fn names(doomed: &[PathBuf]) -> Vec<String> {
+        doomed.iter().map(|p| p.display().to_string()).collect()
+    }
+
+    #[test]
+    fn max_dumps_removes_the_oldest_but_never_the_newest_near_limit_dump() {
+        use Kind::{Interval as I, NearLimit as L};
+        // Oldest first: 0 i, 1 l, 2 i, 3 l, 4 i, 5 i; keep 2.
+        let mut list = written(&[I, L, I, L, I, I]);
+        let doomed = prune(&mut list, 2);
+        // Two are kept, and the newest near-limit dump (3) is one of them.
+        assert_eq!(names(&doomed), ["0", "1", "2", "4"]);
+        let kept: Vec<String> = list.iter().map(|(p, _)| p.display().to_string()).collect();
+        assert_eq!(kept, ["3", "5"]);
+        // Without a near-limit dump, the plain rule; 0 keeps everything.
+        let mut list = written(&[I, I, I]);
+        assert_eq!(names(&prune(&mut list, 1)), ["0", "1"]);
+        let mut list = written(&[I, L]);
+        assert!(prune(&mut list, 0).is_empty());
+        // Keeping 1: it is the near-limit dump, however many came after it.
+        let mut list = written(&[L, I, I]);
+        assert_eq!(names(&prune(&mut list, 1)), ["1", "2"]);
     }
 }

@@ -10,6 +10,7 @@ use tikv_jemalloc_sys as jem;
 
 use super::auto_dump;
 use super::leak_history::{self, History, HISTORY};
+use super::near_limit;
 use super::peak::{LiveByStack, PeakSnapshot, LIVE_BY_STACK, PEAK};
 use super::report;
 use super::setting_values;
@@ -18,6 +19,7 @@ use crate::base::settings;
 use crate::base::sync::{lock, FutexGuard};
 use crate::base::thread::Guard;
 use crate::parts::allocation_windows::{Windows, WINDOWS};
+use crate::parts::cgroup::{self, Watched};
 use crate::parts::live_samples::{LiveShard, LIVE, SHARDS};
 use crate::parts::sampled_arena;
 use crate::parts::scopes::{self, Names};
@@ -60,7 +62,8 @@ struct ForkHeld {
     _http_addr: MutexGuard<'static, Option<String>>,
     _otlp_push: MutexGuard<'static, Option<String>>,
     _scope_names: MutexGuard<'static, Names>,
-    _written: MutexGuard<'static, VecDeque<PathBuf>>,
+    _written: MutexGuard<'static, VecDeque<(PathBuf, auto_dump::Kind)>>,
+    _near_limit: MutexGuard<'static, Watched>,
     _windows: MutexGuard<'static, Windows>,
     _peak: MutexGuard<'static, Option<PeakSnapshot>>,
     _history: MutexGuard<'static, History>,
@@ -84,9 +87,9 @@ static FORK_HELD: ForkSlot = ForkSlot(UnsafeCell::new(None));
 extern "C" fn fork_prepare() {
     // Lock order, the same everywhere: writing (a dump in progress) → symbolize → unwind → arena
     // → dump_on_exit → dump_prefix → service → http address (the listener starts under it) →
-    // otlp_push's URL → scope names → written dumps → windows → peak → leak history → registry →
+    // otlp_push's URL → scope names → written dumps → the near-limit watcher's state → windows → peak → leak history → registry →
     // thread tables → stacks → shards → the peak tracker's per-stack sums. (dump_prefix, service,
-    // otlp_push's URL, written dumps, windows, peak and the leak history are each taken with no
+    // otlp_push's URL, written dumps, the near-limit state, windows, peak and the leak history are each taken with no
     // other profiler lock held.)
     // Taking `writing` waits for the writer's dump in progress, if any: the child must not
     // inherit it held.
@@ -107,6 +110,7 @@ extern "C" fn fork_prepare() {
     // order is safe; here, with the other locks of that kind.
     let scope_names = lock(&scopes::NAMES);
     let written = lock(&auto_dump::WRITTEN);
+    let near_limit = lock(&cgroup::STATE);
     let windows = lock(&WINDOWS);
     let peak = lock(&PEAK);
     let history = lock(&HISTORY);
@@ -136,6 +140,7 @@ extern "C" fn fork_prepare() {
         _otlp_push: otlp_push,
         _scope_names: scope_names,
         _written: written,
+        _near_limit: near_limit,
         _windows: windows,
         _peak: peak,
         _history: history,
@@ -160,6 +165,7 @@ extern "C" fn fork_child() {
     unsafe { drop((*FORK_HELD.0.get()).take()) };
     auto_dump::after_fork_child();
     leak_history::after_fork_child();
+    near_limit::after_fork_child();
     #[cfg(feature = "otlp")]
     super::otlp_push::after_fork_child();
 }

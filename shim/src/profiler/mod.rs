@@ -11,6 +11,7 @@ pub(crate) mod auto_dump;
 pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod leak_history;
+pub(crate) mod near_limit;
 #[cfg(feature = "otlp")]
 pub(crate) mod otlp_push;
 pub(crate) mod otlp_stats;

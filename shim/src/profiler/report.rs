@@ -15,13 +15,13 @@ use crate::base::hash::Map;
 use crate::base::settings;
 use crate::base::sync::lock;
 use crate::base::thread::Guard;
-use crate::parts::build_ids;
 use crate::parts::capture::{current_unwinder, Unwinder};
 use crate::parts::live_samples::{self, LiveSample};
 pub(crate) use crate::parts::stacks::frames_for_dump;
 use crate::parts::symbolize::{self, SymbolizerCost};
 use crate::parts::thread_totals::{TableRef, REGISTRY};
 use crate::parts::{allocation_windows, sampled_arena, stacks, triggers};
+use crate::parts::{build_ids, cgroup};
 
 pub(crate) use crate::api::report::Stats;
 
@@ -221,7 +221,50 @@ pub(crate) fn allocator_text() -> String {
             inuse.add(&sample.estimate());
         }
     }
-    jeprof_dumpfmt::allocator::describe(&figures, Some(&inuse), 1)
+    let mut text = jeprof_dumpfmt::allocator::describe(&figures, Some(&inuse), 1);
+    text.push_str(&near_limit_text(&cgroup::stats()));
+    text
+}
+
+/// `dump_near_limit`'s lines of `/debug/pprof/allocator`: the limit, the use and the last
+/// near-limit dump.
+#[cfg(feature = "http")]
+fn near_limit_text(near: &crate::api::near_limit::NearLimitStats) -> String {
+    use crate::api::near_limit::NearLimitWatch;
+    let watch = match near.watch {
+        NearLimitWatch::Off => return "near_limit: off (dump_near_limit)\n".into(),
+        NearLimitWatch::NoLimit => {
+            return "near_limit: no cgroup memory limit: nothing watched\n".into()
+        }
+        NearLimitWatch::Eventfd => "cgroup v1 thresholds (eventfd)",
+        NearLimitWatch::Poll => "poll",
+    };
+    let mut text = format!(
+        "near_limit_cgroup: {} (v{}, watched by {watch})\nnear_limit_limit: {} B\n\
+         near_limit_use: {} B\nnear_limit_threshold: {} B (re-armed below {} B)\n\
+         near_limit_dumps: {}\n",
+        near.cgroup.as_deref().unwrap_or("?"),
+        near.cgroup_version,
+        near.limit_bytes,
+        near.use_bytes,
+        near.threshold_bytes,
+        near.rearm_bytes,
+        near.dumps,
+    );
+    if let Some(last) = &near.last_dump {
+        text.push_str(&format!(
+            "near_limit_last_dump: {} (use {} B, {:?}, unix_ms {}, written in {} us, {} B heap, \
+             {} B file)\n",
+            last.path.display(),
+            last.use_bytes,
+            last.signal,
+            last.unix_ms,
+            last.write_micros,
+            last.heap_bytes,
+            last.file_bytes,
+        ));
+    }
+    text
 }
 
 /// Symbolizes `profile`'s frames in-process into its symbol section, noting the symbolizer's
@@ -307,6 +350,7 @@ pub(crate) fn stats() -> Stats {
         leak_snapshots,
         otlp: otlp_stats::read(),
         http_listener: listener_state(),
+        near_limit: cgroup::stats(),
     }
 }
 

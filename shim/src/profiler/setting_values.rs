@@ -241,6 +241,18 @@ pub(crate) fn factor(value: &str, zero_is_off: bool) -> Result<f64, String> {
     }
 }
 
+/// A fraction of a limit: 0 (off), or strictly between 0 and 1.
+pub(crate) fn fraction(value: &str) -> Result<f64, String> {
+    let fraction = value
+        .parse::<f64>()
+        .map_err(|_| format!("`{value}` is not a number"))?;
+    if fraction == 0.0 || (fraction > 0.0 && fraction < 1.0) {
+        Ok(fraction)
+    } else {
+        Err("must be 0 (off) or a fraction above 0 and below 1 (0.8)".to_string())
+    }
+}
+
 /// Seconds: 0 (off), or from a millisecond to a day; fractions allowed.
 pub(crate) fn interval(value: &str) -> Result<f64, String> {
     let seconds = value

@@ -132,8 +132,8 @@ pub(crate) static SETTINGS: &[Setting] = &[
         key: "dump_prefix",
         default: "`jeprof`",
         doc: "Path prefix of sequenced dumps, which are named as jemalloc names them: \
-            `<prefix>.<pid>.<seq>.i<n>.heap` (interval), `.u<n>.heap` (peak), `.m<n>.heap` \
-            (manual, `dump_next()`), `.f.heap` (final); `seq` counts every sequenced dump of the \
+            `<prefix>.<pid>.<seq>.i<n>.heap` (interval), `.u<n>.heap` (peak), `.l<n>.heap` \
+            (near the memory limit), `.m<n>.heap` (manual, `dump_next()`), `.f.heap` (final); `seq` counts every sequenced dump of the \
             process from 0, `<n>` those of the kind. A prefix ending in `%p` already ends with \
             the pid, which is not added again (`app.%p` gives `app.<pid>.<seq>.i<n>.heap`). The \
             directory must exist and be writable when the setting is read; empty: the default.",
@@ -165,10 +165,23 @@ pub(crate) static SETTINGS: &[Setting] = &[
         apply: |v| values::factor(v, false).map(settings::set_peak_growth),
     },
     Setting {
+        key: "dump_near_limit",
+        default: "`0` (none)",
+        doc: "A fraction F of the memory limit (0 < F < 1, `0.8`): a dump of kind `l` \
+            (`<prefix>.<pid>.<seq>.l<n>.heap`) when the use of the cgroup that holds the tightest \
+            hard limit (v1 `memory.limit_in_bytes`, v2 `memory.max`) reaches F of it, once per \
+            crossing, and at a v2 `high` or `max` event; re-armed when the use falls below F − \
+            0.05 of the limit ([Near the memory limit](#near-the-memory-limit)). Written \
+            unsymbolized and fsynced by a watcher thread of its own; with no limit, \
+            `stats().near_limit` says so and nothing is watched.",
+        apply: |v| values::fraction(v).map(settings::set_dump_near_limit),
+    },
+    Setting {
         key: "max_dumps",
         default: "`0` (all)",
         doc: "Keep at most this many sequenced dumps: beyond it the oldest this process wrote is \
-            removed (never another process's file, not even its parent's).",
+            removed (never another process's file, not even its parent's), except the newest \
+            near-limit dump, which is kept.",
         apply: |v| values::count_in(v, 0, u64::MAX).map(settings::set_max_dumps),
     },
     Setting {
@@ -265,7 +278,8 @@ static PASSING_THROUGH: AtomicBool = AtomicBool::new(false);
 
 /// What a process that `program` does not name applies after its settings: every setting that
 /// would sample, start a thread or write a dump, off.
-const PASS_THROUGH: &str = "active:false,dump_interval:0,dump_peak:0,dump_final:false,\
+const PASS_THROUGH: &str =
+    "active:false,dump_interval:0,dump_peak:0,dump_near_limit:0,dump_final:false,\
     dump_on_exit:,leak_interval:0,http:,otlp_push:";
 
 /// Whether this process passes through (`program` names other programs).
@@ -443,6 +457,9 @@ mod tests {
             "dump_peak:nan",
             "peak_growth:0",
             "peak_growth:1.0",
+            "dump_near_limit:1",
+            "dump_near_limit:-0.2",
+            "dump_near_limit:nan",
             "max_dumps:-3",
             "dump_final:maybe",
             "leak_interval:-1",
@@ -459,6 +476,7 @@ mod tests {
         assert!(lock(&settings::DUMP_ON_EXIT).is_none());
         assert!(lock(&settings::DUMP_PREFIX).is_none());
         assert_eq!(settings::dump_peak(), 0.0);
+        assert_eq!(settings::dump_near_limit(), 0.0);
         assert_eq!(settings::peak_growth(), settings::DEFAULT_PEAK_GROWTH);
         assert_eq!(settings::leak_interval(), settings::DEFAULT_LEAK_INTERVAL);
         assert_eq!(settings::leak_history(), settings::DEFAULT_LEAK_HISTORY);
