@@ -12,7 +12,7 @@
 //! | `rss_page_size` | the page size the residency was read at, bytes |
 //! | `rss_pagemap` | `read`, or `unreadable: <why>` (then no `rss_site` line follows) |
 //! | `rss_site` | per stack: `<resident> <variance> <swapped> <variance> <stranded> <variance> @ <frames>`, bytes (reals); `-` for both stranded figures without jemalloc; the frames as the stack's `@` line writes them |
-//! | `rss_slab_class` | per small size class of the program's arenas: `<size> <nregs> <slab_size> <curregs> <curslabs> <nonfull_slabs>` (jemalloc's `arenas.bin.<j>.*` and `stats.arenas.<i>.bins.<j>.*`, the sampled arena's own bins subtracted) |
+//! | `rss_slab_class` | per small size class of the program's arenas: `<size> <nregs> <slab_size> <curregs> <curslabs> <nonfull_slabs> <sampled_regions>` (jemalloc's `arenas.bin.<j>.*` and `stats.arenas.<i>.bins.<j>.*`, the sampled arena's own bins subtracted; the live samples of the class, which are the program's objects held in the sampled arena) |
 //! | `rss_dirty_bytes`, `rss_muzzy_bytes` | jemalloc's dirty and muzzy pages of the program's arenas (`stats.arenas.<i>.pdirty`, `pmuzzy` × page size) |
 //!
 //! The last three appear only when the program's allocator is jemalloc (`allocator: jemalloc`).
@@ -42,8 +42,9 @@
 //! A size class's stranded bytes are its slabs' regions that hold no live object:
 //! `(curslabs·nregs − curregs)·size` (regions in thread caches count as live, as jemalloc counts
 //! them). They are charged to the sites whose sampled objects are of that class, by each site's
-//! share of the class's estimated live bytes ([`attribute_stranded`]; `docs/design.md` §21 says why
-//! this rule). A class no sample falls in keeps its stranded bytes unattributed (in the totals).
+//! estimated share of the class's live bytes, which jemalloc counts exactly ([`attribute_stranded`];
+//! `docs/design.md` §21 says why this rule). The share of sites with no live sample in the class
+//! stays unattributed (in the totals).
 
 use std::fmt::Write as _;
 
@@ -127,6 +128,9 @@ pub struct SlabClass {
     pub curslabs: u64,
     /// Slabs with a free region (`nonfull_slabs`).
     pub nonfull_slabs: u64,
+    /// Live samples of the class: the program's objects of this class held in the sampled arena
+    /// (not in `curregs`, which is of the program's arenas).
+    pub sampled_regions: u64,
 }
 
 impl SlabClass {
@@ -135,6 +139,13 @@ impl SlabClass {
         self.curslabs
             .saturating_mul(self.nregs)
             .saturating_sub(self.curregs)
+            .saturating_mul(self.size)
+    }
+
+    /// The program's live bytes of the class: `(curregs + sampled_regions)·size`.
+    pub fn live_bytes(&self) -> u64 {
+        self.curregs
+            .saturating_add(self.sampled_regions)
             .saturating_mul(self.size)
     }
 }
@@ -209,8 +220,14 @@ impl RssFigures {
                 out.push((
                     SLAB_CLASS.to_string(),
                     format!(
-                        "{} {} {} {} {} {}",
-                        c.size, c.nregs, c.slab_size, c.curregs, c.curslabs, c.nonfull_slabs
+                        "{} {} {} {} {} {} {}",
+                        c.size,
+                        c.nregs,
+                        c.slab_size,
+                        c.curregs,
+                        c.curslabs,
+                        c.nonfull_slabs,
+                        c.sampled_regions
                     ),
                 ));
             }
@@ -265,7 +282,7 @@ impl RssFigures {
                 })?);
             } else if key == SLAB_CLASS {
                 classes.push(parse_class(value).ok_or_else(|| {
-                    Error::annotation(SLAB_CLASS, format!("is `{value}`, not six counts"))
+                    Error::annotation(SLAB_CLASS, format!("is `{value}`, not seven counts"))
                 })?);
             }
         }
@@ -333,7 +350,7 @@ fn parse_class(value: &str) -> Option<SlabClass> {
         .split_whitespace()
         .map(|f| f.parse::<u64>().ok())
         .collect::<Option<Vec<u64>>>()?;
-    let [size, nregs, slab_size, curregs, curslabs, nonfull_slabs] = v[..] else {
+    let [size, nregs, slab_size, curregs, curslabs, nonfull_slabs, sampled_regions] = v[..] else {
         return None;
     };
     Some(SlabClass {
@@ -343,6 +360,7 @@ fn parse_class(value: &str) -> Option<SlabClass> {
         curregs,
         curslabs,
         nonfull_slabs,
+        sampled_regions,
     })
 }
 
@@ -380,45 +398,35 @@ pub fn object_residency(
     (resident, swapped)
 }
 
-/// Stranded slab bytes per site: class `j`'s stranded bytes `S_j` shared among the sites with
-/// sampled objects of that class, each by its share `A/T` of the class's estimated live bytes (`A`
-/// the site's, `T` all sites'). `site_classes` holds, per (site, class index), the in-use estimate
-/// of the site's live samples of that class; returns per site (`0..sites`) the bytes charged.
+/// Stranded slab bytes per site: class `j`'s stranded bytes `S_j` charged to each site with
+/// sampled objects of that class by its share of the class's live bytes, `S_j·A/D_j`, `A` the
+/// site's estimated live bytes of the class and `D_j` the class's live bytes as jemalloc counts
+/// them ([`SlabClass::live_bytes`]). `site_classes` holds, per (site, class index), the in-use
+/// estimate of the site's live samples of that class; returns per site (`0..sites`) the bytes
+/// charged.
 ///
-/// The charged bytes of a class add up to `S_j` exactly. Their variance is the delta method's for
-/// the ratio: with `B = T − A` independent of `A`, `var(A/T) ≈ (B²·var A + A²·var B)/T⁴`, times
-/// `S_j²` (`S_j` is jemalloc's count, not an estimate).
+/// `D_j` is a count, not an estimate, so the charge is unbiased for the site's true share
+/// (`E(A) = ` its live bytes) and its variance is `S_j²·var(A)/D_j²`. The charges of a class add
+/// up to `S_j` only in expectation and only over all of the class's users: the share of users with
+/// no sample (small sites, the profiler's own tables) stays unattributed.
 pub fn attribute_stranded(
     classes: &[SlabClass],
     site_classes: &[(usize, usize, Estimate)],
     sites: usize,
 ) -> Vec<ByteEstimate> {
-    let mut class_totals = vec![Estimate::default(); classes.len()];
-    for (_, class, e) in site_classes {
-        if let Some(t) = class_totals.get_mut(*class) {
-            t.add(e);
-        }
-    }
     let mut out = vec![ByteEstimate::default(); sites];
     for &(site, class, a) in site_classes {
-        let (Some(c), Some(t), Some(slot)) = (
-            classes.get(class),
-            class_totals.get(class),
-            out.get_mut(site),
-        ) else {
+        let (Some(c), Some(slot)) = (classes.get(class), out.get_mut(site)) else {
             continue;
         };
-        if t.bytes <= 0.0 {
+        let live = c.live_bytes() as f64;
+        if live <= 0.0 {
             continue;
         }
         let stranded = c.stranded_bytes() as f64;
-        let b = t.bytes - a.bytes;
-        let var_b = (t.bytes_variance - a.bytes_variance).max(0.0);
-        let share_variance =
-            (b * b * a.bytes_variance + a.bytes * a.bytes * var_b) / t.bytes.powi(4);
         slot.add(&ByteEstimate {
-            bytes: stranded * a.bytes / t.bytes,
-            variance: stranded * stranded * share_variance,
+            bytes: stranded * a.bytes / live,
+            variance: stranded * stranded * a.bytes_variance / (live * live),
         });
     }
     out
@@ -562,6 +570,7 @@ mod tests {
                         curregs: 1000,
                         curslabs: 3,
                         nonfull_slabs: 1,
+                        sampled_regions: 0,
                     },
                     SlabClass {
                         size: 48,
@@ -570,6 +579,7 @@ mod tests {
                         curregs: 10,
                         curslabs: 2,
                         nonfull_slabs: 2,
+                        sampled_regions: 0,
                     },
                 ],
                 dirty_bytes: 1 << 20,
@@ -606,7 +616,7 @@ mod tests {
         assert!(e.to_string().contains("`rss_site` is `1 2 3 @ 0x1`"), "{e}");
         let mut a = figures().to_annotations();
         let class = a.iter_mut().find(|(k, _)| k == SLAB_CLASS).unwrap();
-        class.1 = "8 512 4096".into();
+        class.1 = "8 512 4096 1 1 1".into();
         let e = RssFigures::from_annotations(&a).unwrap_err();
         assert!(e.to_string().contains("`rss_slab_class`"), "{e}");
     }
@@ -647,29 +657,33 @@ mod tests {
     }
 
     #[test]
-    fn stranded_bytes_are_shared_by_live_bytes_and_add_up_to_the_class() {
-        let classes = figures().slabs.unwrap().classes;
+    fn stranded_bytes_are_charged_by_share_of_the_class_live_bytes_jemalloc_counts() {
+        let mut classes = figures().slabs.unwrap().classes;
+        // Class 0 holds 1000 regions in the program's arenas and 24 in the sampled arena.
+        classes[0].sampled_regions = 24;
         let est = |bytes: f64, variance: f64| Estimate {
             bytes,
             bytes_variance: variance,
             ..Estimate::default()
         };
-        // Class 0: site 0 holds three quarters, site 2 a quarter; class 1: site 1 alone.
+        // Class 0: site 0 holds three quarters of the 1024 regions' 8192 bytes, site 2 a
+        // sixteenth; class 1: site 1 all of it.
         let site_classes = [
-            (0, 0, est(3000.0, 100.0)),
-            (2, 0, est(1000.0, 100.0)),
+            (0, 0, est(6144.0, 100.0)),
+            (2, 0, est(512.0, 100.0)),
             (1, 1, est(480.0, 0.0)),
         ];
         let out = attribute_stranded(&classes, &site_classes, 3);
         let s0 = classes[0].stranded_bytes() as f64;
         assert!((out[0].bytes - 0.75 * s0).abs() < 1e-9);
-        assert!((out[2].bytes - 0.25 * s0).abs() < 1e-9);
-        assert!((out[0].bytes + out[2].bytes - s0).abs() < 1e-9);
+        assert!((out[2].bytes - s0 / 16.0).abs() < 1e-9);
         assert_eq!(out[1].bytes, classes[1].stranded_bytes() as f64);
         assert_eq!(out[1].variance, 0.0);
-        // (B²·varA + A²·varB)/T⁴ · S²
-        let want = (1000.0f64.powi(2) * 100.0 + 3000.0f64.powi(2) * 100.0) / 4000.0f64.powi(4);
-        assert!((out[0].variance - want * s0 * s0).abs() < 1e-6);
+        assert!((out[0].variance - s0 * s0 * 100.0 / 8192.0f64.powi(2)).abs() < 1e-9);
+        // A site in a class jemalloc counts empty is charged nothing.
+        classes[1].curregs = 0;
+        let out = attribute_stranded(&classes, &site_classes, 3);
+        assert_eq!(out[1], ByteEstimate::default());
     }
 
     #[test]

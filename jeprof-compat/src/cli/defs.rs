@@ -186,6 +186,15 @@ pub(crate) struct ReportArgs {
     /// libjeprof_preload.so carry them; a dump without them is an error.
     #[arg(long, conflicts_with_all = ["collapsed", "flamegraph", "scope", "by_scope"])]
     pub(crate) allocator: bool,
+    /// Where the resident memory is, per function, instead of the table: in-use, resident (with
+    /// its 95% interval), swapped and stranded slab bytes (jemalloc only), then the RSS
+    /// reconciled with these parts. One dump of jeprof-shim or libjeprof_preload.so (setting
+    /// `rss`, on by default).
+    #[arg(long, conflicts_with_all = ["collapsed", "flamegraph", "html", "scope", "by_scope", "allocator"])]
+    pub(crate) rss: bool,
+    /// With --rss: print JSON (an object with a `sites` array and `totals`) instead.
+    #[arg(long, requires = "rss")]
+    pub(crate) json: bool,
     /// Of several dumps of one process (same pid and host, by labels or jemalloc's file names),
     /// read only its last in series order (time label, else the file name's sequence number,
     /// else modification time): a fleet merge of periodic dumps, each process once.

@@ -7,6 +7,7 @@
 pub(crate) mod build_ids;
 pub(crate) mod capture;
 pub(crate) mod live_samples;
+pub(crate) mod pagemap;
 pub(crate) mod sampled_arena;
 pub(crate) mod sampler;
 pub(crate) mod scopes;
