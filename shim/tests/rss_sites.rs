@@ -124,7 +124,7 @@ fn child(seed: u64) {
     }
     let mut state = seed;
     for slot in sparse.iter_mut() {
-        if next(&mut state) % 10 != 0 {
+        if !next(&mut state).is_multiple_of(10) {
             *slot = None;
         }
     }

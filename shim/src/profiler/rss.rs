@@ -42,19 +42,21 @@ pub(crate) fn figures(live: &[(usize, LiveSample)], stacks: &[Stack]) -> Option<
             }
         }
     }
-    let mut order: Vec<usize> = (0..live.len()).collect();
-    order.sort_unstable_by_key(|&i| live[i].0);
+    // The addresses beside their indexes, so that the sort reads one array in order.
+    let mut order: Vec<(usize, usize)> =
+        live.iter().enumerate().map(|(i, (a, _))| (*a, i)).collect();
+    order.sort_unstable();
     // Per stack id: resident, swapped, and whether a live sample is there.
     let mut per_stack =
         vec![(ByteEstimate::default(), ByteEstimate::default(), false); stacks.len()];
     let (page_size, pagemap) = match PageMap::open() {
         Ok(mut map) => {
-            for &i in &order {
-                let (addr, sample) = &live[i];
+            for &(addr, i) in &order {
+                let sample = &live[i].1;
                 let Some(slot) = per_stack.get_mut(sample.stack as usize) else {
                     continue;
                 };
-                let (resident, swapped) = map.residency(*addr as u64, sample.usable as u64);
+                let (resident, swapped) = map.residency(addr as u64, sample.usable as u64);
                 slot.0.add(&ByteEstimate::of_sample(
                     sample.probability,
                     resident as f64,
