@@ -69,6 +69,8 @@
 //! - [`model`], the one profile, uses error, math and labels (to validate them).
 //! - [`allocator`] (the allocator's figures beside a profile, and their reading) uses error and
 //!   model.
+//! - [`rss`] (where the resident memory is, per site: residency and stranded slab space) uses
+//!   allocator, error, math and model.
 //! - [`series`] (a series' order and each dump's process) uses labels.
 //! - [`scopes`] uses model; [`pprof`] uses error, charge, frames, maps and model; [`otlp`] (OpenTelemetry
 //!   profiles) uses error, labels and pprof.
@@ -93,6 +95,7 @@ pub mod otlp;
 pub mod output;
 pub mod pprof;
 pub mod read;
+pub mod rss;
 pub mod scopes;
 pub mod series;
 pub mod syntax;

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jeprof_compat::symbolize::SymbolizeOptions;
 use jeprof_compat::named_dump::add_symbols;
+use jeprof_compat::symbolize::SymbolizeOptions;
 use jeprof_shim::jeprof_dumpfmt::{build_ids, maps, read, Profile};
 
 #[global_allocator]

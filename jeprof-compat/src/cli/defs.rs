@@ -104,7 +104,7 @@ pub(crate) struct Common {
 #[group(multiple = false)]
 pub(crate) struct MeasureArgs {
     /// Live bytes (default).
-    #[arg(long = "inuse_space", alias = "inuse-space")]
+    #[arg(long = "inuse_space", alias = "inuse-space", hide_short_help = true)]
     pub(crate) inuse_space: bool,
     /// Live objects.
     #[arg(long = "inuse_objects", alias = "inuse-objects")]
@@ -162,7 +162,7 @@ pub(crate) struct AttributionArgs {
 #[group(multiple = false)]
 pub(crate) struct OutputKind {
     /// jeprof's text report (default).
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub(crate) text: bool,
     /// Folded stacks `root;...;leaf count`, sorted.
     ///
@@ -223,6 +223,19 @@ pub(crate) struct ReportArgs {
     /// Dumps of jeprof-shim and libjeprof_preload.so carry them; a dump without them is an error.
     #[arg(long, conflicts_with_all = ["collapsed", "flamegraph", "scope", "by_scope"])]
     pub(crate) allocator: bool,
+    /// Where the resident memory is, per function, instead of the table.
+    ///
+    /// Where the resident memory is, per function, instead of the table: in-use, resident (with
+    /// its 95% interval), swapped and stranded slab bytes (jemalloc only), then the RSS
+    /// reconciled with these parts. One dump of jeprof-shim or libjeprof_preload.so (setting
+    /// `rss`, on by default).
+    #[arg(long, conflicts_with_all = ["collapsed", "flamegraph", "html", "scope", "by_scope", "allocator"])]
+    pub(crate) rss: bool,
+    /// With --rss: print JSON instead.
+    ///
+    /// With --rss: print JSON (an object with a `sites` array and `totals`) instead.
+    #[arg(long, requires = "rss")]
+    pub(crate) json: bool,
     /// Of each process's dumps, read only its last.
     ///
     /// Of several dumps of one process (same pid and host, by labels or jemalloc's file names),

@@ -58,6 +58,8 @@ Examples:
   jeprof-compat report --flamegraph out.svg --focus '^my_crate::' dump.heap
   # the allocator's figures after the table: where RSS went
   jeprof-compat report --allocator dump.heap
+  # where the resident memory is, per function, then RSS reconciled (--json: a sites array)
+  jeprof-compat report --rss dump.heap
 
 Columns (as jeprof): flat, flat%, running sum%, cum, cum%, function. flat: allocated in the function \
 itself; cum: in it or in anything it called; a function is counted once per stack. With --interval two \
@@ -76,6 +78,14 @@ the program holds in jemalloc the profile covers (with its 95% interval), fragme
 - allocated), resident beyond active, retained address space, the profiler's share. Several \
 dumps are summed (a fleet). Dumps of jeprof-shim and libjeprof_preload.so carry the figures; a \
 raw jemalloc dump or an older dump does not, and is an error.
+
+--rss prints, instead of the table, per function the in-use bytes (its flat figure), the resident \
+bytes of its live objects with their 95% interval, the swapped bytes and the stranded slab bytes \
+charged to it (jemalloc only; '-' otherwise), then the anonymous RSS reconciled with these parts, \
+dirty and muzzy pages, jemalloc's metadata and the profiler's bytes. One dump of jeprof-shim or \
+libjeprof_preload.so (setting rss, on by default). --json prints an object with a `sites` array \
+(function, inuse_bytes, resident_bytes, swapped_bytes, fragmentation_bytes, each with _lo and _hi) \
+and `totals`.
 
 jeprof's form `report PROGRAM DUMP...` (a program first) is `report --binary PROGRAM DUMP...`; \
 options take one dash or two (-text, --text), as in jeprof.";

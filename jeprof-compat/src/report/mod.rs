@@ -48,7 +48,8 @@
 //! each distinct frame translated once); `aggregate` (the streaming sums: [`build`],
 //! [`build_files`], [`FunctionTable`], the diff's pair of reports); `folded` ([`collapsed`],
 //! [`flamegraph`]); `allocator` (`--allocator`: the allocator's figures the dumps carry,
-//! [`allocator_files`]). Their items are re-exported here, which is their public path.
+//! [`allocator_files`]); `rss` (`--rss`: where the resident memory is, per function,
+//! [`rss_file`]). Their items are re-exported here, which is their public path.
 
 pub mod filters;
 pub mod lines;
@@ -58,6 +59,7 @@ mod allocator;
 mod folded;
 mod frames;
 mod model;
+mod rss;
 mod text;
 mod translate;
 
@@ -70,6 +72,7 @@ pub(crate) use frames::allocator_names_inlined;
 pub(crate) use frames::frame_class;
 pub use frames::{frame_functions, interesting_frames, shown_frames};
 pub use model::{FunctionFigures, FunctionName, Measure, Report, ReportOptions, Row};
+pub use rss::{rss_file, rss_profile, RssReport, RssRow};
 pub use text::{
     format_text, interval_legend, percent, perl_int, plain_figure, prints_perl_overflow, units,
     unparse,

@@ -70,7 +70,16 @@ impl PprofOptions {
             "jeprof-shim heap profile: unbiased estimates, sample period R = {} bytes",
             profile.sample_period
         )];
-        comments.extend(profile.annotations.iter().map(|(k, v)| format!("{k}: {v}")));
+        // The residency's per-stack and per-class lines would be a comment per stack: the pprof
+        // keeps its totals only (the heap_v2 dump carries them all).
+        let per_stack = [jeprof_dumpfmt::rss::SITE, jeprof_dumpfmt::rss::SLAB_CLASS];
+        comments.extend(
+            profile
+                .annotations
+                .iter()
+                .filter(|(k, _)| !per_stack.contains(&k.as_str()))
+                .map(|(k, v)| format!("{k}: {v}")),
+        );
         comments.extend(self.comments.iter().cloned());
         let header = pb::Header {
             period: profile.sample_period,

@@ -72,6 +72,8 @@ struct Settings {
     active: AtomicBool,
     seeded: AtomicBool,
     symbolize: AtomicBool,
+    /// `rss`: whether a dump reads its live samples' residency and jemalloc's slab figures.
+    rss: AtomicBool,
     unwinder: AtomicU8,
     /// What `unwinder:auto` resolved to, an [`UnwinderChoice`] (`Auto`: not probed yet); see
     /// [`auto_unwinder`].
@@ -88,6 +90,7 @@ static SETTINGS: Settings = Settings {
     active: AtomicBool::new(true),
     seeded: AtomicBool::new(false),
     symbolize: AtomicBool::new(true),
+    rss: AtomicBool::new(true),
     unwinder: AtomicU8::new(UnwinderChoice::Auto as u8),
     auto_unwinder: AtomicU8::new(0),
 };
@@ -210,6 +213,16 @@ pub(crate) fn symbolize() -> bool {
 pub(crate) fn set_symbolize(on: bool) {
     // Ordering: see above.
     SETTINGS.symbolize.store(on, Ordering::Relaxed);
+}
+
+pub(crate) fn rss() -> bool {
+    // Ordering: see above.
+    SETTINGS.rss.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_rss(on: bool) {
+    // Ordering: see above.
+    SETTINGS.rss.store(on, Ordering::Relaxed);
 }
 
 pub(crate) fn unwinder_choice() -> UnwinderChoice {

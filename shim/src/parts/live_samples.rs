@@ -152,6 +152,21 @@ impl LiveShard {
         in_place.chain(self.overflow.iter().flat_map(|map| map.values()))
     }
 
+    /// Every live sample of the shard with its address.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (usize, &LiveSample)> + '_ {
+        let in_place = self
+            .addresses
+            .iter()
+            .zip(&self.records)
+            .filter(|(&a, _)| a != 0)
+            .map(|(&a, r)| (a, r));
+        in_place.chain(
+            self.overflow
+                .iter()
+                .flat_map(|map| map.iter().map(|(&a, r)| (a, r))),
+        )
+    }
+
     /// Number of live samples.
     pub(crate) fn len(&self) -> usize {
         let in_place = self.addresses.iter().filter(|&&a| a != 0).count();

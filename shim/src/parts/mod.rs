@@ -9,6 +9,7 @@ pub(crate) mod build_ids;
 pub(crate) mod capture;
 pub(crate) mod cgroup;
 pub(crate) mod live_samples;
+pub(crate) mod pagemap;
 pub(crate) mod sampled_arena;
 pub(crate) mod sampler;
 pub(crate) mod scopes;

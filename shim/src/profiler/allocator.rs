@@ -71,6 +71,13 @@ fn note_kind(jemalloc: bool) {
     let _ = KIND.compare_exchange(UNKNOWN, kind, Ordering::Relaxed, Ordering::Relaxed);
 }
 
+/// Whether the program's heap is the profiler's jemalloc (as noted at the allocator entry's first
+/// slow path; false before it).
+pub(crate) fn program_is_jemalloc() -> bool {
+    // Ordering: as in `note_inner`.
+    KIND.load(Ordering::Relaxed) == JEMALLOC
+}
+
 /// The figures now. `tables_bytes` is the profiler's tables' size ([`crate::Stats::metadata_bytes`]).
 ///
 /// `profiler` ([`AllocatorFigures::profiler`]) counts:

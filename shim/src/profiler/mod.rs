@@ -18,6 +18,7 @@ pub(crate) mod otlp_stats;
 pub(crate) mod peak;
 pub(crate) mod pprof;
 pub(crate) mod report;
+pub(crate) mod rss;
 pub(crate) mod sampled_path;
 pub(crate) mod scopes;
 pub(crate) mod setting_values;

@@ -44,15 +44,17 @@ pub(crate) fn snapshot_of(
     let figures = super::allocator::figures(stats.metadata_bytes);
     let period = settings::sample_rate();
     let live = live_copy(scope);
+    let samples: Vec<LiveSample> = live.iter().map(|(_, s)| *s).collect();
     let mut stacks = stack_copy();
     // The thread tables, after the stack table's lock is released (lock order: tables first).
     // A stack interned since the copy above is left out, as a sample allocated since would be.
     if scope.is_none() {
         add_thread_totals(&mut stacks);
     }
-    add_live(&mut stacks, &live);
+    add_live(&mut stacks, &samples);
     // Before the stacks are filtered, while a sample's stack id still indexes them.
-    let scopes = scope_stacks(&live, &stacks);
+    let scopes = scope_stacks(&samples, &stacks);
+    let rss = scope.is_none().then(|| super::rss::figures(&live, &stacks));
     stacks.retain(|s| !s.counts.is_zero());
 
     let mut profile = Profile::new(period);
@@ -62,6 +64,9 @@ pub(crate) fn snapshot_of(
     profile.mapped_libraries = std::fs::read_to_string("/proc/self/maps").ok();
     profile.annotations = shim_annotations(&stats, live.len());
     profile.annotations.extend(figures.to_annotations());
+    if let Some(rss) = rss.flatten() {
+        profile.annotations.extend(rss.to_annotations());
+    }
     // Each loaded object's build id, named as the memory map above names it: what finds its debug
     // information when the dump is symbolized later (`jeprof-compat symbolize --debug-dir`).
     let maps = jeprof_dumpfmt::maps::parse_maps(profile.mapped_libraries.as_deref().unwrap_or(""));
@@ -75,17 +80,18 @@ pub(crate) fn snapshot_of(
     (profile, cost)
 }
 
-/// The live samples (of `scope` only, when given), copied one shard at a time.
-fn live_copy(scope: Option<u16>) -> Vec<LiveSample> {
-    let mut live: Vec<LiveSample> = Vec::new();
+/// The live samples (of `scope` only, when given) with their addresses, copied one shard at a
+/// time.
+fn live_copy(scope: Option<u16>) -> Vec<(usize, LiveSample)> {
+    let mut live: Vec<(usize, LiveSample)> = Vec::new();
     for shard in live_samples::LIVE.iter() {
         let shard = shard.lock();
         live.reserve(shard.len());
         live.extend(
             shard
-                .samples()
-                .filter(|s| scope.is_none_or(|id| s.scope == id))
-                .copied(),
+                .entries()
+                .filter(|(_, s)| scope.is_none_or(|id| s.scope == id))
+                .map(|(a, s)| (a, *s)),
         );
     }
     live

@@ -79,6 +79,14 @@ pub(crate) static SETTINGS: &[Setting] = &[
         apply: |v| values::boolean(v).map(settings::set_symbolize),
     },
     Setting {
+        key: "rss",
+        default: "`true`",
+        doc: "At each dump, read the live samples' pages in `/proc/self/pagemap` and jemalloc's \
+            per-bin statistics: per stack the resident and swapped bytes and the stranded slab \
+            bytes (`# rss_*` annotations; [Where the resident memory is](#where-the-resident-memory-is)).",
+        apply: |v| values::boolean(v).map(settings::set_rss),
+    },
+    Setting {
         key: "dump_on_exit",
         default: "none",
         doc: "Dump to this path from an `atexit` handler, only in the process that read the \

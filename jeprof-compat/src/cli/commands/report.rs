@@ -16,7 +16,7 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     args.common.take_program(&mut args.dumps)?;
     // `--allocator` reads each process's last dump itself (and says so), and `--html` reads
     // several dumps as one process's series: neither adds a process's dumps up.
-    if !args.allocator && args.output.html.is_none() {
+    if !args.allocator && !args.rss && args.output.html.is_none() {
         per_process(&mut args.dumps, args.latest_per_process)?;
     }
     let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
@@ -31,6 +31,9 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     }
     if args.allocator {
         return report_allocator(&args, &options, &symbolize, &policy);
+    }
+    if args.rss {
+        return report_rss(&args, &options, &symbolize, &policy);
     }
     if let Some(html) = &args.output.html {
         return report_html(&args, html, &options, &symbolize, &policy);
@@ -122,6 +125,34 @@ fn report_allocator(
         out.write_all(b"\n")?;
         out.write_all(figures.text().as_bytes())
     })
+}
+
+/// `report --rss [--json]`: where the resident memory is, per function, then the RSS reconciled.
+fn report_rss(
+    args: &ReportArgs,
+    options: &ReportOptions,
+    symbolize: &SymbolizeOptions,
+    policy: &ReadPolicy<'_>,
+) -> anyhow::Result<()> {
+    plain_table_only(
+        args,
+        "--rss",
+        "for a running process, fetch /debug/pprof/rss from its listener",
+    )?;
+    let [dump] = args.dumps.as_slice() else {
+        anyhow::bail!(
+            "--rss reads one dump ({} given): residency is of one process at one moment, and \
+             does not add up over dumps",
+            args.dumps.len()
+        );
+    };
+    let report = report::rss_file(dump, symbolize, options, policy)?;
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&report.to_json())?;
+        text.push('\n');
+        return emit(&text);
+    }
+    emit(&report.text(options.show_bytes))
 }
 
 /// `report --by-scope` and `report --scope LABEL`: per-scope totals, or the report of one scope's
