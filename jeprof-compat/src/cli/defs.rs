@@ -284,7 +284,8 @@ pub(crate) struct MergeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "heap_v2")]
     pub(crate) format: Format,
-    /// Dumps parsed in parallel (default: the number of cores).
+    /// Dumps parsed in parallel, and threads encoding the merged dump's figures (default: the
+    /// number of cores).
     #[arg(long, value_name = "N")]
     pub(crate) jobs: Option<usize>,
     /// How heap_v2 figures become integers, the header period being R, the smallest input period:
