@@ -151,6 +151,7 @@ fn runs() -> &'static Runs {
                 rounding: Rounding::Nearest,
                 symbols: true,
                 header_period: HeaderPeriod::Sampling,
+                ..WriteOptions::default()
             };
             jeprof_dumpfmt::write::write_file(profile, &dump, &options).expect("write");
             let modes = modes_of(&f.expected);

@@ -29,6 +29,8 @@
 //! about 2R in it, or a single large sample) is written as one entry. For the stacks that matter for
 //! accuracy (at least 2R bytes) the measured worst errors are in the crate docs and `fixtures/`.
 
+use std::cmp::Ordering;
+
 use crate::math::{self, jeprof_unbias};
 
 /// How to turn real-valued figures into the integers of a dump.
@@ -110,7 +112,7 @@ pub fn encode_pair(objects: f64, bytes: f64, period: u64, rounding: Rounding) ->
         if n < 1.0 {
             continue;
         }
-        if let Some(pair) = target.best_single(n as u64) {
+        if let Some(pair) = target.best_single(n as u64, n_c, s_c) {
             let err = relative_error(&[pair], objects, bytes, period);
             if err < best_err {
                 best = vec![pair];
@@ -159,27 +161,30 @@ impl Target {
 
     /// For a fixed `n`, the `s` whose jeprof figures are closest to the target. Objects fall and
     /// bytes rise with `s`, so `d(s) = S'/S − C'/C` rises, and the best `s` is next to its root.
-    fn best_single(&self, n: u64) -> Option<Pair> {
+    ///
+    /// The root is found from a guess, not from `s = 1`: the pair `(n, n·S/C·p)` with the
+    /// target's own average is on it for small objects (`C' ≈ n²R/s`, `S' ≈ nR`) and for large
+    /// ones (`C' ≈ n`, `S' ≈ s`), so one secant step from there lands within a few units of it
+    /// and [`first_true`] brackets and bisects the rest: a few evaluations of `d` (one `exp`
+    /// each) where a bisection from 1 took about 2·log₂ s, 50 for a stack of 10 MB.
+    fn best_single(&self, n: u64, n_c: f64, s_c: f64) -> Option<Pair> {
         let d = |s: u64| {
             let (c, b) = self.point(Pair { n, s });
             b / self.bytes - c / self.objects
         };
-        let (mut lo, mut hi) = (1u64, 1u64);
-        while d(hi) < 0.0 {
-            lo = hi;
-            hi = hi.checked_mul(2)?;
-            if hi as f64 > EXACT_LIMIT {
-                return None;
-            }
-        }
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if d(mid) < 0.0 {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        let guess = (s_c * n as f64 / n_c).round().clamp(1.0, EXACT_LIMIT);
+        let (at, next) = (d(guess as u64), d(guess as u64 + 1));
+        let secant = guess - at / (next - at);
+        let start = if secant.is_finite() {
+            secant.round().clamp(1.0, EXACT_LIMIT)
+        } else {
+            guess
+        };
+        // The crossing the doubling search from 1 looked for: the first s (up to 2⁵³) where
+        // `d(s) < 0` fails.
+        let not_below = |s: u64| d(s).partial_cmp(&0.0) != Some(Ordering::Less);
+        let hi = first_true(not_below, start as u64, EXACT_LIMIT as u64)?;
+        let lo = hi.saturating_sub(1).max(1);
         [lo, hi].into_iter().map(|s| Pair { n, s }).min_by(|a, b| {
             let ea = relative_error(&[*a], self.objects, self.bytes, self.period);
             let eb = relative_error(&[*b], self.objects, self.bytes, self.period);
@@ -193,18 +198,18 @@ impl Target {
         let x = self.bytes / self.objects;
         let whole = n_c.floor() as u64;
         let mut best: Option<(Vec<Pair>, f64)> = None;
-        let mut consider = |pairs: Vec<Pair>| -> bool {
-            let err = relative_error(&pairs, self.objects, self.bytes, self.period);
+        let mut consider = |pairs: &[Pair], err: f64| -> bool {
             if best.as_ref().is_none_or(|(_, e)| err < *e) {
-                best = Some((pairs, err));
+                best = Some((pairs.to_vec(), err));
             }
             err <= GOOD_ENOUGH
         };
         // With no room for a bulk entry (n_c in [2, 3)), two adjusters carry everything.
         if whole == 2 {
-            if let Some(adj) = adjusters(self.objects, self.bytes, r) {
+            if let Some(adj) = adjusters(self.objects, self.bytes, r, f64::NAN) {
                 for pairs in rounded_adjusters(adj) {
-                    consider(pairs);
+                    let err = relative_error(&pairs, self.objects, self.bytes, self.period);
+                    consider(&pairs, err);
                 }
             }
             return best;
@@ -223,42 +228,42 @@ impl Target {
             // At s₁ = n₁·x the residual is (n_c − n₁)·P(x), strictly reachable. Lowering s₁ moves
             // objects from the adjusters into the bulk; the smallest s₁ that still leaves a reachable
             // residual leaves the adjusters the fewest objects, hence the largest averages and the
-            // finest steps. Find it by bisection, then try a few above it.
-            let mut hi = (bulk_n as f64 * x).round().max(1.0);
-            if hi >= EXACT_LIMIT {
+            // finest steps. Find it (a secant guess, `boundary_guess`, then `first_true`: about 6
+            // residuals where a bisection from 0 took log₂ s₁, each an `h_inverse`), then try a few above it.
+            let top = (bulk_n as f64 * x).round().max(1.0);
+            if top >= EXACT_LIMIT {
                 continue;
             }
-            let reachable = |s1: f64| {
-                let (c, b) = residual(Pair {
-                    n: bulk_n,
-                    s: s1 as u64,
-                });
-                reachable_by_two(c, b, r)
+            let top = top as u64;
+            let margin = |s1: u64| {
+                let (c, b) = residual(Pair { n: bulk_n, s: s1 });
+                reach_margin(c, b, r)
             };
-            if !reachable(hi) {
+            let top_margin = margin(top);
+            if top_margin.partial_cmp(&0.0) != Some(Ordering::Greater) {
                 continue;
             }
-            let mut lo = 0.0;
-            while hi - lo > 1.0 {
-                let mid = ((lo + hi) * 0.5).floor();
-                if mid >= 1.0 && reachable(mid) {
-                    hi = mid;
-                } else {
-                    lo = mid;
-                }
-            }
+            let lowest = first_true(
+                |s1| margin(s1) > 0.0,
+                boundary_guess(top, top_margin, bulk_n, r, margin),
+                top,
+            )
+            .unwrap_or(top);
+            let mut previous = f64::NAN;
             for step in 0..6 {
                 let bulk = Pair {
                     n: bulk_n,
-                    s: hi as u64 + step,
+                    s: lowest + step,
                 };
                 let (c, b) = residual(bulk);
-                let Some(adj) = adjusters(c, b, r) else {
+                let Some(adj) = adjusters(c, b, r, previous) else {
                     continue;
                 };
-                for mut pairs in rounded_adjusters(adj) {
-                    pairs.insert(0, bulk);
-                    if consider(pairs) {
+                previous = adj.0;
+                let bulk_point = self.point(bulk);
+                for [second, third] in rounded_adjusters(adj) {
+                    let err = self.split_error(bulk_point, second, third);
+                    if consider(&[bulk, second, third], err) {
                         return best;
                     }
                 }
@@ -267,6 +272,115 @@ impl Target {
         best
     }
 }
+
+impl Target {
+    /// [`relative_error`] of a bulk entry (its jeprof figures `bulk`, computed once for the four
+    /// roundings of its adjusters) and two adjusters: the same sums in the same order.
+    fn split_error(&self, bulk: (f64, f64), second: Pair, third: Pair) -> f64 {
+        let (mut c, mut s) = (0.0, 0.0);
+        for (pc, ps) in [bulk, self.point(second), self.point(third)] {
+            c += pc;
+            s += ps;
+        }
+        rel(c, self.objects).max(rel(s, self.bytes))
+    }
+}
+
+/// The smallest `s` in `[1, limit]` for which `holds(s)`, for a `holds` that is false and then true
+/// as `s` rises (`None` when it does not hold at `limit`), searched from `guess`: steps doubling
+/// away from it bracket the change, then bisection. About `2·log₂|answer − guess| + 2` calls, where a
+/// bisection over the whole range takes `log₂ limit` (the answer is the same: the one change).
+fn first_true(mut holds: impl FnMut(u64) -> bool, guess: u64, limit: u64) -> Option<u64> {
+    let limit = limit.max(1);
+    let guess = guess.clamp(1, limit);
+    // Invariant: `holds(hi)`, and `lo` (0 meaning below 1) does not hold.
+    let (mut lo, mut hi);
+    let mut step = 1u64;
+    if holds(guess) {
+        hi = guess;
+        loop {
+            if hi == 1 {
+                return Some(1);
+            }
+            let probe = hi.saturating_sub(step).max(1);
+            if holds(probe) {
+                hi = probe;
+                step = step.saturating_mul(2);
+            } else {
+                lo = probe;
+                break;
+            }
+        }
+    } else {
+        lo = guess;
+        loop {
+            if lo == limit {
+                return None;
+            }
+            let probe = lo.saturating_add(step).min(limit);
+            if holds(probe) {
+                hi = probe;
+                break;
+            }
+            lo = probe;
+            step = step.saturating_mul(2);
+        }
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
+/// A guess at the smallest bulk `s₁` whose residual two adjusters still reach (where `margin`
+/// turns positive), from the margin at `top` (positive). Lowering `s₁` moves objects into the bulk
+/// `(n₁, s₁)`, whose jeprof objects are `v = n₁·f(s₁/n₁)`, and the adjusters' reach moves little
+/// beside that, so the margin is nearly linear in `v` (in `1/s₁` for small objects, where
+/// `v ≈ n₁²R/s₁`; in `e^(−s₁/(n₁R))` for large ones): secant steps in `v`, from `top` and `min(top/2, 2·n₁R)` (above
+/// an average of 2R the margin is flat) then from the last two points, `s₁ = −n₁R·ln(1 − n₁/v)` back, land within a few units of the
+/// boundary in a few steps (at most [`SECANT_STEPS`]), one margin each.
+fn boundary_guess(
+    top: u64,
+    top_margin: f64,
+    bulk_n: u64,
+    r: f64,
+    margin: impl Fn(u64) -> f64,
+) -> u64 {
+    if top <= 2 {
+        return top;
+    }
+    let n1 = bulk_n as f64;
+    let objects_of = |s1: u64| n1 * g(s1 as f64 / n1, r);
+    let mut a = (objects_of(top), top_margin, top);
+    // Not above an average of 2R: above it `v` is nearly `n₁` and the margin flat.
+    let second = (top / 2).min((2.0 * n1 * r).round() as u64).max(1);
+    let mut b = (objects_of(second), margin(second), second);
+    for _ in 0..SECANT_STEPS {
+        let v = a.0 + a.1 * (b.0 - a.0) / (a.1 - b.1);
+        let guess = -n1 * r * (-n1 / v).ln_1p();
+        if !(guess.is_finite() && guess >= 1.0) {
+            break;
+        }
+        let next = (guess.round() as u64).min(top);
+        if next == b.2 || next == a.2 {
+            return next;
+        }
+        a = b;
+        b = (objects_of(next), margin(next), next);
+        if !b.1.is_finite() {
+            break;
+        }
+    }
+    b.2
+}
+
+/// Most secant steps [`boundary_guess`] takes.
+const SECANT_STEPS: usize = 6;
 
 /// `f(a)` and `h(a) = a·f(a)`: jeprof's objects and bytes for a one-object entry of average `a`.
 fn g(a: f64, r: f64) -> f64 {
@@ -282,11 +396,22 @@ fn h(a: f64, r: f64) -> f64 {
 /// Bracket: `a ≤ h(a) ≤ a + R` and `h(a) ≥ R + a/2` give `max(y − R, 0) ≤ a ≤ min(y, 2(y − R))`;
 /// Newton steps (`h' = f − (a/R)·e^(−a/R)·f²`) inside that bracket, bisecting when a step leaves it.
 fn h_inverse(y: f64, r: f64) -> Option<f64> {
+    h_inverse_near(y, r, f64::NAN)
+}
+
+/// [`h_inverse`], its Newton steps started from `near` when that lies inside the bracket: the
+/// adjusters' search solves for an `a₃` next to the one of its previous step, and a start that
+/// close takes two or three steps where the bracket's middle took about ten.
+fn h_inverse_near(y: f64, r: f64, near: f64) -> Option<f64> {
     if y <= r || !y.is_finite() {
         return None;
     }
     let (mut lo, mut hi) = ((y - r).max(0.0), y.min(2.0 * (y - r)));
-    let mut a = 0.5 * (lo + hi);
+    let mut a = if near > lo && near < hi {
+        near
+    } else {
+        0.5 * (lo + hi)
+    };
     for _ in 0..60 {
         let e = (-a / r).exp();
         let f = 1.0 / (1.0 - e);
@@ -313,27 +438,33 @@ fn h_inverse(y: f64, r: f64) -> Option<f64> {
     Some(a)
 }
 
-/// Whether two one-object entries can land exactly on `(objects, bytes)`: the point must lie above
-/// the curve `2·P`, i.e. hold at least the objects of the symmetric pair with those bytes.
-fn reachable_by_two(objects: f64, bytes: f64, r: f64) -> bool {
+/// How far `(objects, bytes)` lies above the curve `2·P`: its objects less those of the symmetric
+/// pair with those bytes. Two one-object entries can land exactly on it when this is positive (NaN
+/// when no pair has those bytes).
+fn reach_margin(objects: f64, bytes: f64, r: f64) -> f64 {
     match h_inverse(bytes / 2.0, r) {
-        Some(symmetric) => objects > 2.0 * g(symmetric, r),
-        None => false,
+        Some(symmetric) => objects - 2.0 * g(symmetric, r),
+        None => f64::NAN,
     }
 }
 
 /// Real averages `(a₂, a₃)`, `a₂ ≤ a₃`, with `P(a₂) + P(a₃) = (objects, bytes)`, if the residual is
 /// reachable by two one-object entries.
-fn adjusters(objects: f64, bytes: f64, r: f64) -> Option<(f64, f64)> {
-    if !reachable_by_two(objects, bytes, r) {
+///
+/// `near`: an `a₂` to start the search from (the previous bulk step's, a byte away), or NaN.
+fn adjusters(objects: f64, bytes: f64, r: f64, near: f64) -> Option<(f64, f64)> {
+    let symmetric = h_inverse(bytes / 2.0, r)?;
+    // Reachable: above the curve `2·P` (see `reach_margin`).
+    if objects <= 2.0 * g(symmetric, r) || objects.is_nan() {
         return None;
     }
-    let symmetric = h_inverse(bytes / 2.0, r)?;
     // Objects of the pair as a function of a₂ (a₃ fixed by the bytes); falls from +∞ to its
-    // symmetric value, which is below the target (reachable), so there is one root below it.
+    // symmetric value, which is below the target (reachable), so there is one root below it. Each
+    // `g` is computed once per average and reused for `h = a·g` and the slopes.
     let excess = |a2: f64| -> Option<f64> {
-        let a3 = h_inverse(bytes - h(a2, r), r)?;
-        Some(g(a2, r) + g(a3, r) - objects)
+        let g2 = g(a2, r);
+        let a3 = h_inverse(bytes - a2 * g2, r)?;
+        Some(g2 + g(a3, r) - objects)
     };
     // g(a₂) alone exceeds the target once a₂ < R/objects·(1 − …); start the bracket well below.
     let mut lo = (r / objects * 0.5).min(symmetric * 0.5).max(1e-300);
@@ -347,15 +478,21 @@ fn adjusters(objects: f64, bytes: f64, r: f64) -> Option<(f64, f64)> {
     // Safeguarded Newton on a₂. With a₃(a₂) defined by h(a₃) = bytes − h(a₂),
     // d/da₂ [g(a₂) + g(a₃)] = g'(a₂) − g'(a₃)·h'(a₂)/h'(a₃), where g' = −(1/R)·e^(−a/R)·g² and
     // h' = g + a·g'. Steps that leave the bracket fall back to a geometric bisection.
-    let slopes = |a: f64| {
-        let gv = g(a, r);
+    let slopes = |a: f64, gv: f64| {
         let dg = -(-a / r).exp() / r * gv * gv;
         (dg, gv + a * dg)
     };
-    let mut a2 = (lo * hi).sqrt();
+    let mut a2 = if near > lo && near < hi {
+        near
+    } else {
+        (lo * hi).sqrt()
+    };
+    let mut a3 = f64::NAN;
     for _ in 0..100 {
-        let a3 = h_inverse(bytes - h(a2, r), r)?;
-        let e = g(a2, r) + g(a3, r) - objects;
+        let g2 = g(a2, r);
+        a3 = h_inverse_near(bytes - a2 * g2, r, a3)?;
+        let g3 = g(a3, r);
+        let e = g2 + g3 - objects;
         if e.abs() <= objects * 1e-13 {
             return Some((a2, a3));
         }
@@ -365,9 +502,10 @@ fn adjusters(objects: f64, bytes: f64, r: f64) -> Option<(f64, f64)> {
             hi = a2;
         }
         if hi / lo < 1.0 + 1e-13 {
-            break;
+            // a₂ is where this a₃ was solved for.
+            return Some((a2, a3));
         }
-        let ((dg2, dh2), (dg3, dh3)) = (slopes(a2), slopes(a3));
+        let ((dg2, dh2), (dg3, dh3)) = (slopes(a2, g2), slopes(a3, g3));
         let next = a2 - e / (dg2 - dg3 * dh2 / dh3);
         a2 = if next > lo && next < hi {
             next
@@ -380,12 +518,12 @@ fn adjusters(objects: f64, bytes: f64, r: f64) -> Option<(f64, f64)> {
 }
 
 /// The four integer roundings of a pair of adjuster averages (each at least 1 byte).
-fn rounded_adjusters((a2, a3): (f64, f64)) -> impl Iterator<Item = Vec<Pair>> {
+fn rounded_adjusters((a2, a3): (f64, f64)) -> impl Iterator<Item = [Pair; 2]> {
     let choices = |a: f64| [a.floor().max(1.0) as u64, a.ceil().max(1.0) as u64];
     let (c2, c3) = (choices(a2), choices(a3));
     c2.into_iter().flat_map(move |s2| {
         c3.into_iter()
-            .map(move |s3| vec![Pair { n: 1, s: s2 }, Pair { n: 1, s: s3 }])
+            .map(move |s3| [Pair { n: 1, s: s2 }, Pair { n: 1, s: s3 }])
     })
 }
 

@@ -30,6 +30,10 @@ pub struct WriteOptions {
     pub symbols: bool,
     /// Which period to put in the `heap_v2/<R>` header.
     pub header_period: HeaderPeriod,
+    /// Threads that encode the stacks' figures (the search of [`crate::encode`], most of a large
+    /// merged dump's writing): 1 (the default) encodes on the calling thread and starts none. The
+    /// dump is the same byte for byte whatever the number.
+    pub jobs: usize,
 }
 
 impl Default for WriteOptions {
@@ -38,6 +42,7 @@ impl Default for WriteOptions {
             rounding: Rounding::Optimal,
             symbols: true,
             header_period: HeaderPeriod::Auto,
+            jobs: 1,
         }
     }
 }
@@ -163,7 +168,7 @@ fn write_unbuffered(
     }
     write_header(out, profile, period)?;
     write_comments(out, profile, period)?;
-    write_stacks(out, profile, period, options.rounding)?;
+    write_stacks(out, profile, period, options.rounding, options.jobs)?;
     if let Some(maps) = &profile.mapped_libraries {
         write_memory_map(out, maps)?;
     }
@@ -258,12 +263,18 @@ fn write_annotation(out: &mut impl Write, key: &str, value: &str) -> io::Result<
     writeln!(out, "{comment} {key}{separator} {value}")
 }
 
-/// Every stack, each followed by its per-scope figures.
+/// Stacks encoded together when the encoding is spread over threads: a block's encodings are
+/// held until it is written, so memory stays bounded whatever the number of stacks.
+const ENCODING_BLOCK: usize = 8192;
+
+/// Every stack, each followed by its per-scope figures. With `jobs > 1`, each block of stacks is
+/// encoded by `jobs` scoped threads (contiguous shares), then written in order.
 fn write_stacks(
     out: &mut impl Write,
     profile: &Profile,
     period: u64,
     rounding: Rounding,
+    jobs: usize,
 ) -> Result<(), Error> {
     // Per-scope figures by frames, each written once, after the first entry with those frames.
     let mut scopes: std::collections::HashMap<&[u64], Vec<&ScopeStack>> =
@@ -271,11 +282,70 @@ fn write_stacks(
     for s in &profile.scopes {
         scopes.entry(&s.frames).or_default().push(s);
     }
-    for stack in &profile.stacks {
-        let scopes = scopes.remove(stack.frames.as_slice()).unwrap_or_default();
-        write_stack(out, stack, &scopes, period, rounding)?;
+    let jobs = jobs.max(1);
+    for block in profile
+        .stacks
+        .chunks(if jobs == 1 { 1 } else { ENCODING_BLOCK })
+    {
+        let encoded = encode_block(block, period, rounding, jobs);
+        for (stack, encoded) in block.iter().zip(&encoded) {
+            let scopes = scopes.remove(stack.frames.as_slice()).unwrap_or_default();
+            write_stack(out, stack, encoded, &scopes)?;
+        }
     }
     Ok(())
+}
+
+/// One stack's entries: the aggregate's `(inuse, accum)` pairs, and each thread's.
+struct EncodedStack {
+    aggregate: Vec<(Pair, Pair)>,
+    threads: Vec<(u64, Vec<(Pair, Pair)>)>,
+}
+
+fn encode_stack(stack: &Stack, period: u64, rounding: Rounding) -> EncodedStack {
+    EncodedStack {
+        aggregate: encode_counts(&stack.counts, period, rounding),
+        threads: stack
+            .threads
+            .iter()
+            .map(|t| (t.thread, encode_counts(&t.counts, period, rounding)))
+            .filter(|(_, e)| !e.is_empty())
+            .collect(),
+    }
+}
+
+/// `block`'s encodings in its order, on `jobs` threads when there is more than one stack each.
+fn encode_block(
+    block: &[Stack],
+    period: u64,
+    rounding: Rounding,
+    jobs: usize,
+) -> Vec<EncodedStack> {
+    let encode = |stacks: &[Stack]| -> Vec<EncodedStack> {
+        stacks
+            .iter()
+            .map(|s| encode_stack(s, period, rounding))
+            .collect()
+    };
+    if jobs == 1 || block.len() < 2 * jobs {
+        return encode(block);
+    }
+    let share = block.len().div_ceil(jobs);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = block
+            .chunks(share)
+            .map(|part| scope.spawn(move || encode(part)))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(encoded) => encoded,
+                // The encoder does not panic on any finite or infinite figure; a panic is a bug,
+                // carried on to the caller as it would be without threads.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 /// One stack as the entries its encoding needs, each a `@` line, its `t*` and per-thread counts
@@ -283,17 +353,10 @@ fn write_stacks(
 fn write_stack(
     out: &mut impl Write,
     stack: &Stack,
+    encoded: &EncodedStack,
     scopes: &[&ScopeStack],
-    period: u64,
-    rounding: Rounding,
 ) -> Result<(), Error> {
-    let aggregate = encode_counts(&stack.counts, period, rounding);
-    let threads: Vec<(u64, Vec<(Pair, Pair)>)> = stack
-        .threads
-        .iter()
-        .map(|t| (t.thread, encode_counts(&t.counts, period, rounding)))
-        .filter(|(_, e)| !e.is_empty())
-        .collect();
+    let EncodedStack { aggregate, threads } = encoded;
     let records = threads
         .iter()
         .map(|(_, e)| e.len())
@@ -302,8 +365,8 @@ fn write_stack(
         .unwrap_or(0);
     for record in 0..records {
         write_frames(out, &stack.frames)?;
-        write_counts_line(out, None, &aggregate, record, None)?;
-        for (thread, entries) in &threads {
+        write_counts_line(out, None, aggregate, record, None)?;
+        for (thread, entries) in threads {
             if record < entries.len() {
                 write_counts_line(out, Some(*thread), entries, record, None)?;
             }

@@ -171,6 +171,7 @@ fn every_fixture_survives_write_then_read_with_plain_rounding() {
         rounding: Rounding::Nearest,
         symbols: true,
         header_period: HeaderPeriod::Sampling,
+        ..WriteOptions::default()
     };
     let mut problems = Vec::new();
     for f in &fixtures() {

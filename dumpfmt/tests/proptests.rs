@@ -184,6 +184,7 @@ proptest! {
             rounding: Rounding::Nearest,
             symbols: true,
             header_period: HeaderPeriod::Sampling,
+            ..WriteOptions::default()
         })?;
     }
 
@@ -219,6 +220,18 @@ proptest! {
                 prop_assert!(err <= 1e-3, "error {} for {:?}, read {:?}", err, want, got);
             }
         }
+    }
+
+    #[test]
+    fn encoding_spread_over_threads_writes_the_same_dump_byte_for_byte(
+        profile in profile_strategy(),
+        jobs in 2usize..5,
+    ) {
+        let write = |jobs| {
+            jeprof_dumpfmt::write::to_string(&profile, &WriteOptions { jobs, ..WriteOptions::default() })
+                .map_err(|e| TestCaseError::fail(format!("write: {e}")))
+        };
+        prop_assert_eq!(write(1)?, write(jobs)?);
     }
 
     #[test]

@@ -27,9 +27,11 @@ pub(crate) fn configure(spec: &str) -> Result<(), ConfigError> {
 }
 
 /// Starts every thread the settings in effect ask for and that is not running yet: the dump
-/// writer (`dump_interval`, `dump_peak`), the memory-limit watcher (`dump_near_limit`), the leak history's recorder (`leak_interval`, on by
-/// default), the OTLP pusher (`otlp_push`) and the HTTP listener (`http`). Wakes those running,
-/// so they read changed settings at once. Outside any allocation only.
+/// writer (`dump_interval`, `dump_peak`), the memory-limit watcher (`dump_near_limit`), the leak
+/// history's recorder (`leak_interval`, when given: at its default it waits for its first
+/// reader), the OTLP pusher (`otlp_push`) and the HTTP listener (`http`, with the recorder its
+/// endpoints read). Wakes those running, so they read changed settings at once. Outside any
+/// allocation only.
 fn start_what_the_settings_ask() {
     {
         let _guard = Guard::enter();

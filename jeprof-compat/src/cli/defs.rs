@@ -373,7 +373,8 @@ pub(crate) struct MergeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "heap_v2")]
     pub(crate) format: Format,
-    /// Dumps parsed in parallel (default: the number of cores).
+    /// Dumps parsed in parallel, and threads encoding the merged dump's figures (default: the
+    /// number of cores).
     #[arg(long, value_name = "N")]
     pub(crate) jobs: Option<usize>,
     /// How the merged figures become heap_v2's integers.

@@ -125,6 +125,9 @@ struct AutoSettings {
     dump_final: AtomicBool,
     /// `leak_interval` in seconds, as `f64` bits (0.0: no leak history).
     leak_interval: AtomicU64,
+    /// Whether `leak_interval` was given (environment or `configure`), not left at its default:
+    /// what starts the recorder before it is first needed.
+    leak_interval_given: AtomicBool,
     /// `leak_history`: snapshots kept.
     leak_history: AtomicUsize,
     /// `otlp_interval` in seconds, as `f64` bits.
@@ -139,6 +142,7 @@ static AUTO: AutoSettings = AutoSettings {
     max_dumps: AtomicU64::new(0),
     dump_final: AtomicBool::new(false),
     leak_interval: AtomicU64::new(DEFAULT_LEAK_INTERVAL.to_bits()),
+    leak_interval_given: AtomicBool::new(false),
     leak_history: AtomicUsize::new(DEFAULT_LEAK_HISTORY),
     otlp_interval: AtomicU64::new(DEFAULT_OTLP_INTERVAL.to_bits()),
     dump_near_limit: AtomicU64::new(0),
@@ -336,6 +340,14 @@ pub(crate) fn set_leak_interval(seconds: f64) {
     // Ordering: see above.
     AUTO.leak_interval
         .store(seconds.to_bits(), Ordering::Relaxed);
+    // Ordering: see above.
+    AUTO.leak_interval_given.store(true, Ordering::Relaxed);
+}
+
+/// Whether `leak_interval` was given rather than left at its default.
+pub(crate) fn leak_interval_given() -> bool {
+    // Ordering: see above.
+    AUTO.leak_interval_given.load(Ordering::Relaxed)
 }
 
 /// How many snapshots the leak history keeps.

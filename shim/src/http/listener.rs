@@ -87,6 +87,8 @@ const FIRST_CONNECTION: usize = 2;
 pub fn serve(addr: impl ToSocketAddrs) -> io::Result<Server> {
     let _guard = Guard::enter();
     crate::profiler::init::ensure_init();
+    // The page and `/debug/pprof/leaks` read the leak history: it starts with its reader.
+    crate::profiler::leak_history::ensure_recorder();
     let listener = TcpListener::bind(addr)?;
     let addr = listener.local_addr()?;
     listener.set_nonblocking(true)?;

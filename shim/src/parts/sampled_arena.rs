@@ -29,7 +29,7 @@
 //! saved a few hundred only where they are few (`docs/design.md` §7).
 
 use std::cell::UnsafeCell;
-use std::ffi::{c_uint, c_void};
+use std::ffi::{c_uint, c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -546,31 +546,99 @@ fn create_arena() -> Result<c_uint, CreateFailure> {
     }
 }
 
-/// Largest small size class of jemalloc 5.3 with 4 KiB pages (`SC_SMALL_MAXCLASS`).
-const SMALL_MAX: usize = 14 << 10;
+/// The most address space, in bytes, that the pinned slabs may take. A slab is a whole number
+/// of jemalloc pages (`arenas.page`) holding whole objects, so its size follows the page: with
+/// 4 KiB pages the small classes' slabs fit (the arena's fixed cost measured 553 KB) and all are
+/// pinned; with 64 KiB pages (jemalloc's default on aarch64 Linux) pinning them all cost 8.78 MB,
+/// and the budget keeps the fixed cost within 1 MiB by pinning the smallest classes, those
+/// samples use most often, and leaving the rest (`bench/RESULTS.md`, sampled arena pages).
+const PIN_BUDGET: usize = 768 << 10;
 
-/// Allocates, and never frees, one object of every small size class in the sampled arena.
+/// Allocates, and never frees, one object of each small size class in the sampled arena, the
+/// smallest classes first, as long as their slabs fit in [`PIN_BUDGET`].
 ///
 /// Sampled objects are sparse: at R = 512 KiB a size class often has no live sample at all, so
 /// without this every sampled allocation would need a fresh slab (an extent split, heap and map
 /// updates) and every free would hand it back, which measured about 2 µs per sample. A pinned
-/// object keeps one slab per size class alive, and sampled objects share it. Cost: one slab per
-/// small size class of address space (about 0.5 MiB), of which only the pinned objects' pages are
-/// touched.
+/// object keeps one slab per size class alive, and sampled objects share it. Cost: its slab's
+/// address space (`arenas.bin.<i>.slab_size`), of which only the pinned objects' pages are
+/// touched but all of which jemalloc counts active; a class left unpinned pays the 2 µs instead.
 fn pin_small_slabs(arena: c_uint) {
     let flags = jem::MALLOCX_ARENA(arena as usize) | jem::MALLOCX_TCACHE_NONE;
-    let mut size = 1;
-    while size <= SMALL_MAX {
-        // SAFETY: nallocx only computes a size class; mallocx gets a non-zero size and a valid
-        // arena; the object is deliberately never freed.
-        let class = unsafe { jem::nallocx(size, flags) };
-        if class == 0 || class > SMALL_MAX {
-            break;
+    let (Some(bins), Some(size_mib), Some(slab_mib)) = (
+        ctl_by_name::<c_uint>(c"arenas.nbins"),
+        bin_mib(c"arenas.bin.0.size"),
+        bin_mib(c"arenas.bin.0.slab_size"),
+    ) else {
+        return;
+    };
+    let mut pinned = 0usize;
+    for bin in 0..bins as usize {
+        let (Some(class), Some(slab)) = (
+            ctl_of_bin::<usize>(size_mib, bin),
+            ctl_of_bin::<usize>(slab_mib, bin),
+        ) else {
+            return;
+        };
+        if pinned + slab > PIN_BUDGET {
+            continue;
         }
-        // SAFETY: as above.
-        let _pinned = unsafe { jem::mallocx(class, flags) };
-        size = class + 1;
+        // SAFETY: mallocx gets a non-zero size (a size class) and a valid arena; the object is
+        // deliberately never freed.
+        if !unsafe { jem::mallocx(class, flags) }.is_null() {
+            pinned += slab;
+        }
     }
+}
+
+/// The MIB of a per-bin control named for bin 0 (`arenas.bin.0.size`): its third component is
+/// the bin.
+fn bin_mib(name: &CStr) -> Option<[usize; 4]> {
+    let mut mib = [0usize; 4];
+    let mut len = mib.len();
+    // SAFETY: `name` is NUL-terminated; jemalloc writes at most `len` components into `mib`.
+    let rc = unsafe { jem::mallctlnametomib(name.as_ptr(), mib.as_mut_ptr(), &mut len) };
+    (rc == 0 && len == mib.len()).then_some(mib)
+}
+
+/// Reads the jemalloc control `name`, of type `T` (its documented type). No allocation: this runs
+/// while the arena is created, inside the first sample.
+fn ctl_by_name<T: Copy + Default>(name: &CStr) -> Option<T> {
+    let mut value = T::default();
+    let mut len = std::mem::size_of::<T>();
+    // SAFETY: `name` is NUL-terminated; jemalloc writes at most `len` bytes, the size of `value`,
+    // whose type is the control's (the caller's contract).
+    let rc = unsafe {
+        jem::mallctl(
+            name.as_ptr(),
+            (&mut value as *mut T).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    (rc == 0 && len == std::mem::size_of::<T>()).then_some(value)
+}
+
+/// Reads the per-bin control of `mib` (from [`bin_mib`]) for `bin`, of type `T`, as
+/// [`ctl_by_name`].
+fn ctl_of_bin<T: Copy + Default>(mut mib: [usize; 4], bin: usize) -> Option<T> {
+    mib[2] = bin;
+    let mut value = T::default();
+    let mut len = std::mem::size_of::<T>();
+    // SAFETY: a MIB of `mib.len()` components from `mallctlnametomib`; jemalloc writes at most
+    // `len` bytes, the size of `value`, whose type is the control's (the caller's contract).
+    let rc = unsafe {
+        jem::mallctlbymib(
+            mib.as_ptr(),
+            mib.len(),
+            (&mut value as *mut T).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    (rc == 0 && len == std::mem::size_of::<T>()).then_some(value)
 }
 
 /// The alloc hook: hands out the next aligned piece of the reserved range, made read-write.

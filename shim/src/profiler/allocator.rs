@@ -87,7 +87,7 @@ pub(crate) fn program_is_jemalloc() -> bool {
 ///   sampling);
 /// - the sampled arena's overhead: what jemalloc counts as allocated in the sampled arena beyond
 ///   the live samples' usable bytes, that is, the objects pinned to keep one slab per small size
-///   class (about 100 KiB) and sampled objects freed into a thread's sampled cache and not yet
+///   class (about 100 KiB; the smallest classes only, with pages of 64 KiB) and sampled objects freed into a thread's sampled cache and not yet
 ///   returned to the arena.
 ///
 /// It does not count: the size-class rounding of the tables' blocks; what a dump, an endpoint or

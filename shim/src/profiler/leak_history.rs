@@ -14,9 +14,12 @@
 //! 2,624,512 bytes at the defaults; [`History::heap_bytes`] gives what it holds now.
 //!
 //! # Recording
-//! Off the allocation path, on its own thread (started before `main`, by `configure` and in a
-//! forked child, never inside an allocation), inside the re-entrancy guard so none of it is
-//! sampled. The per-stack sums' lock is held only to copy the live entries out (the sampled path
+//! Off the allocation path, on its own thread, started when something first needs the history and
+//! never inside an allocation: before `main` or by `configure` when `leak_interval` is given, with
+//! the HTTP listener (whose `/debug/pprof/leaks` and page read it), at the first
+//! [`crate::leak_suspects`] call or leaks request, and in a forked child whose parent had one. A
+//! process that asks for none of these starts no thread (`docs/design.md` §10). Inside the
+//! re-entrancy guard so none of it is sampled. The per-stack sums' lock is held only to copy the live entries out (the sampled path
 //! waits at most that long); choosing the largest stacks, converting and storing happen after it
 //! is released, under the history's own lock, which no allocation takes.
 
@@ -178,11 +181,14 @@ pub(crate) fn ensure_recorder() {
     thread::spawn_once_per_process(&RECORDER_PID, "jeprof-shim-leaks", "leak history", recorder);
 }
 
-/// After `configure`: wakes the recorder, which reads a changed `leak_interval` at once instead
-/// of after its current wait, and starts one if the new setting asks for it.
+/// Before `main` and after `configure`: wakes the recorder, which reads a changed `leak_interval`
+/// at once instead of after its current wait, and starts one if `leak_interval` was given. Left
+/// at its default, the setting starts nothing here: the recorder waits for its first reader.
 pub(crate) fn settings_changed() {
     WAKE.wake();
-    ensure_recorder();
+    if settings::leak_interval_given() {
+        ensure_recorder();
+    }
 }
 
 /// The recorder thread: a snapshot every `leak_interval`, until the setting turns it off.
@@ -220,9 +226,12 @@ fn recorder() {
 }
 
 /// In a forked child: the parent's recorder does not exist here; the child keeps the parent's
-/// snapshots (its heap is the parent's) and starts its own recorder.
+/// snapshots (its heap is the parent's) and starts its own recorder if the parent ran one.
 pub(crate) fn after_fork_child() {
-    ensure_recorder();
+    // Ordering: the child has one thread; the slot holds the parent's pid if it started one.
+    if RECORDER_PID.load(Ordering::Relaxed) != 0 {
+        ensure_recorder();
+    }
 }
 
 /// What the test found over the history.

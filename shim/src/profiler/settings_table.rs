@@ -205,7 +205,8 @@ pub(crate) static SETTINGS: &[Setting] = &[
         doc: "Seconds (fractions allowed, 0.001 to 86400) between the leak history's snapshots of \
             the per-stack live sums, which `leak_suspects()` and `/debug/pprof/leaks` test ([Leak \
             suspects](#leak-suspects-in-the-running-process)); `0`: no history. Recorded by a \
-            thread of its own, started before `main`.",
+            thread of its own, started when first needed: before `main` when this setting is \
+            given, else with the HTTP listener or at the first `leak_suspects()` call.",
         apply: |v| values::interval(v).map(settings::set_leak_interval),
     },
     Setting {

@@ -55,7 +55,11 @@ pub(crate) fn run(args: MergeArgs) -> anyhow::Result<()> {
             for (key, value) in &labels {
                 jeprof_dumpfmt::labels::set(&mut profile.labels, key, value);
             }
-            let options = args.rounding.output_rounding().write_options();
+            // The encoding of the merged figures is most of the writing: spread as the reading was.
+            let options = jeprof_dumpfmt::WriteOptions {
+                jobs,
+                ..args.rounding.output_rounding().write_options()
+            };
             jeprof_dumpfmt::write::write_file(&profile, &args.output, &options)?;
         }
         Format::Pprof => {
