@@ -246,3 +246,69 @@ fn chromium_renders_the_served_page_with_its_flame_graph_and_the_report_s_figure
     assert!(size > 10_000, "{size} bytes");
     println!("screenshot: {}", screenshot.display());
 }
+
+/// 32 buffers of 256 KiB allocated after the first snapshots: what grew.
+#[inline(never)]
+fn page_grown_buffers() -> Vec<Vec<u8>> {
+    (0..32)
+        .map(|i| std::hint::black_box(vec![i as u8; 256 * 1024]))
+        .collect()
+}
+
+/// `/?since=`: what grew over the in-process history, the buffers allocated since coloured as
+/// grown (their change's interval excludes zero) and the steady sites not; a menu of the moments
+/// the history holds; a duration that is not one is refused. In Chromium, with a screenshot.
+#[test]
+fn since_shows_what_grew_over_the_history_with_a_menu_of_its_moments() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let addr = served().addr;
+    let wait_for = |snapshots: u64| {
+        let start = std::time::Instant::now();
+        while jeprof_shim::stats().leak_snapshots < snapshots {
+            assert!(start.elapsed().as_secs() < 30, "no new snapshot after 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    // A snapshot of the held heap, then the buffers, then two more snapshots.
+    let before = jeprof_shim::stats().leak_snapshots;
+    wait_for(before + 1);
+    let allocated = std::time::Instant::now();
+    let grown = page_grown_buffers();
+    wait_for(before + 3);
+    // Since the buffers were allocated: the last snapshot before them is the base.
+    let since = format!("/?since={:.3}s", allocated.elapsed().as_secs_f64());
+    let page = client::get(addr, &since).unwrap();
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    assert!(html.contains("<h2>What grew since "), "{html}");
+    let table = &html[html.find("<table id=\"growth\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let row = |name: &str| {
+        table
+            .split("<tr")
+            .find(|r| r.contains(&format!("<td class=\"name\">http_page::{name}")))
+            .unwrap_or_else(|| panic!("no row for {name}: {table}"))
+            .to_string()
+    };
+    assert!(
+        row("page_grown_buffers").starts_with(" class=\"grew\""),
+        "{table}"
+    );
+    assert!(row("page_held_buffers").starts_with('>'), "{table}");
+    assert!(
+        html.contains("<nav class=\"moments\" id=\"moments\">"),
+        "{html}"
+    );
+    assert!(html.contains("href=\"/?since="), "{html}");
+    assert_eq!(client::get(addr, "/?since=soon").unwrap().status, 400);
+    // Older than the history reaches: its oldest snapshot.
+    assert_eq!(client::get(addr, "/?since=24h").unwrap().status, 200);
+    if let Some(chromium) = require_chromium() {
+        let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("page-served-since.png");
+        let dom =
+            headless_chromium(&chromium, &format!("http://{addr}{since}"), &screenshot).unwrap();
+        assert!(dom.contains("class=\"grew\""), "{dom}");
+        println!("screenshot: {}", screenshot.display());
+    }
+    drop(grown);
+}

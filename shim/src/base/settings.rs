@@ -126,6 +126,8 @@ struct AutoSettings {
     leak_history: AtomicUsize,
     /// `otlp_interval` in seconds, as `f64` bits.
     otlp_interval: AtomicU64,
+    /// `otlp_compression:gzip`.
+    otlp_gzip: AtomicBool,
 }
 
 static AUTO: AutoSettings = AutoSettings {
@@ -136,6 +138,7 @@ static AUTO: AutoSettings = AutoSettings {
     leak_interval: AtomicU64::new(DEFAULT_LEAK_INTERVAL.to_bits()),
     leak_history: AtomicUsize::new(DEFAULT_LEAK_HISTORY),
     otlp_interval: AtomicU64::new(DEFAULT_OTLP_INTERVAL.to_bits()),
+    otlp_gzip: AtomicBool::new(false),
 };
 
 // Ordering, for every load and store below: a setting read on its own; it publishes no other
@@ -345,6 +348,19 @@ pub(crate) fn set_otlp_interval(seconds: f64) {
     // Ordering: see above.
     AUTO.otlp_interval
         .store(seconds.to_bits(), Ordering::Relaxed);
+}
+
+/// Whether `otlp_push` gzips its requests (`otlp_compression:gzip`; parsed in every build, read
+/// by the pusher).
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+pub(crate) fn otlp_gzip() -> bool {
+    // Ordering: see above.
+    AUTO.otlp_gzip.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_otlp_gzip(gzip: bool) {
+    // Ordering: see above.
+    AUTO.otlp_gzip.store(gzip, Ordering::Relaxed);
 }
 
 /// Whether any setting asks for dumps written by the background writer (interval or peak).
