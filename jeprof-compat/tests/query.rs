@@ -842,7 +842,9 @@ fn sql_sums_and_views_over_exported_rows_agree_with_merge_in_query_duckdb_clickh
         };
         assert_same_figures(engine, &figures_of(&read("per_function")), &want);
         assert_view_intervals(engine, &read("by_function"), &want);
-        for v in &view_names {
+        // leak_trend needs hours of dumps, which this fleet's do not span: it is compared on a
+        // series in the test below.
+        for v in view_names.iter().filter(|v| **v != "leak_trend") {
             assert_same_view(engine, v, &read(v), &ours[v]);
         }
     }
