@@ -7,9 +7,10 @@ the unbiased estimate, and the SUM of a column's `_var` is its variance: the job
 function (flat, by `user_frame`), per leaf, per label and per hour, the four figures with their 95%
 intervals (SUM ± 1.96·sqrt(SUM(var)), the lower end clamped at 0), and the fleet totals.
 
-The views by_function, by_leaf and over_time are read from `../sql/*.sql`, the files
-`jeprof-compat query` and DuckDB run; Spark SQL runs them unchanged. by_label is written here,
-because Spark spells UNNEST of a map as `LATERAL VIEW explode`.
+The views by_function, by_leaf, by_label and over_time are read from `../sql/spark/*.sql`: the
+files `jeprof-compat query` and DuckDB run (`../sql/*.sql`) in Spark's spelling, generated from them
+by jeprof-compat (src/sql_views.rs: `explode(labels)` for the label pairs, temporary views), so that
+no view has a copy here that could drift.
 
 Usage:
     spark-submit fleet_aggregate.py [--format csv|parquet] OUTPUT_DIR INPUT...
@@ -31,7 +32,7 @@ Z_95 = "1.959963984540054"
 
 
 def interval_columns():
-    """The SELECT list of sums and 95% intervals, as in ../sql/*.sql."""
+    """The SELECT list of sums and 95% intervals, as in ../sql/*.sql (for the totals)."""
     cols = []
     for f in FIGURES:
         cols.append(f"SUM({f}) AS {f}")
@@ -42,22 +43,13 @@ def interval_columns():
     return ",\n    ".join(cols)
 
 
-BY_LABEL = f"""
-CREATE OR REPLACE TEMPORARY VIEW by_label AS
-SELECT label, value,
-    {interval_columns()}
-FROM rows LATERAL VIEW explode(labels) exploded AS label, value
-GROUP BY label, value
-"""
-
 TOTALS = f"SELECT {interval_columns()} FROM rows"
 
 
 def shared_view(name):
-    """../sql/<name>.sql as a Spark temporary view (Spark's CREATE VIEW needs TEMPORARY here)."""
-    with open(os.path.join(SQL_DIR, f"{name}.sql"), encoding="utf-8") as f:
-        text = f.read()
-    return text.replace(f"CREATE VIEW {name}", f"CREATE OR REPLACE TEMPORARY VIEW {name}", 1).rstrip().rstrip(";")
+    """../sql/spark/<name>.sql, the view's statement in Spark's spelling (without its `;`)."""
+    with open(os.path.join(SQL_DIR, "spark", f"{name}.sql"), encoding="utf-8") as f:
+        return f.read().rstrip().rstrip(";")
 
 
 def main(argv):
@@ -91,9 +83,8 @@ def main(argv):
         if versions != [SCHEMA_VERSION]:
             sys.exit(f"fleet_aggregate: rows of schema version {versions}, this job reads version {SCHEMA_VERSION}")
         rows.createOrReplaceTempView("rows")
-        for name in ["by_function", "by_leaf", "over_time"]:
+        for name in ["by_function", "by_leaf", "by_label", "over_time"]:
             spark.sql(shared_view(name))
-        spark.sql(BY_LABEL)
         for name in ["by_function", "by_leaf", "by_label", "over_time", "totals"]:
             frame = spark.sql(TOTALS if name == "totals" else f"SELECT * FROM {name}")
             writer = frame.coalesce(1).write.mode("overwrite")

@@ -1,8 +1,8 @@
 -- Part of jeprof-compat's `query` views (docs/design.md §14). Every row is already unbiased, so a
 -- plain SUM is the estimate, SUM of the variances its variance (kept as <figure>_var, so that view
 -- results can be added up again), and its 95% interval is SUM ± 1.96·sqrt(SUM(var)), the lower end
--- clamped at 0 (<figure>_lo, <figure>_hi). Written in SQL that DataFusion, DuckDB and Spark run
--- unchanged (by_label aside, which Spark spells with LATERAL VIEW explode).
+-- clamped at 0 (<figure>_lo, <figure>_hi). Written in SQL that DataFusion and DuckDB run unchanged;
+-- Spark's and ClickHouse's spellings are generated from it (src/sql_views.rs).
 --
 -- by_label: per label (key, value) pair. A row counts once under each of its dump's labels, so the
 -- groups of one key add up to the rows that carry that key; rows of unlabelled dumps appear in none.

@@ -59,7 +59,7 @@ span AS (
 ),
 marks AS (
     -- The checkpoints: the first hour at or after the window's start and its middle, and the last.
-    SELECT s.label, s.value, s.last_hour, s.hours,
+    SELECT s.label AS label, s.value AS value, s.last_hour AS last_hour, s.hours AS hours,
         MIN(CASE WHEN EXTRACT(EPOCH FROM h.hour) >= (EXTRACT(EPOCH FROM s.last_hour) + EXTRACT(EPOCH FROM s.first_hour)) / 2
             THEN h.hour END) AS c0,
         MIN(CASE WHEN EXTRACT(EPOCH FROM h.hour) >= (3 * EXTRACT(EPOCH FROM s.last_hour) + EXTRACT(EPOCH FROM s.first_hour)) / 4
@@ -69,7 +69,7 @@ marks AS (
 ),
 series AS (
     -- Per label pair, function and hour: the sum over the processes' chosen dumps.
-    SELECT d.label, d.value, d.user_frame, c.hour,
+    SELECT d.label AS label, d.value AS value, d.user_frame AS user_frame, c.hour AS hour,
         SUM(d.bytes) AS bytes, SUM(d.var) AS var, SUM(d.n) AS n, SUM(d.a) AS a
     FROM per_dump AS d
     JOIN chosen AS c ON c.label = d.label AND c.value = d.value AND c.dump = d.dump
@@ -77,7 +77,7 @@ series AS (
 ),
 grid AS (
     -- Every function at every hour of its label pair (a zero where it had nothing).
-    SELECT f.label, f.value, f.user_frame, h.hour,
+    SELECT f.label AS label, f.value AS value, f.user_frame AS user_frame, h.hour AS hour,
         COALESCE(s.bytes, 0) AS bytes, COALESCE(s.var, 0) AS var,
         COALESCE(s.n, 0) AS n, COALESCE(s.a, 0) AS a
     FROM (SELECT DISTINCT label, value, user_frame FROM series) AS f
@@ -93,7 +93,7 @@ pairs AS (
             ELSE l_bytes - b_bytes END AS difference,
         CASE WHEN bound <= 1e-6 * (b_var + l_var) THEN 0 ELSE bound END AS variance
     FROM (
-        SELECT b.label, b.value, b.user_frame, b.hour AS b_hour, l.hour AS l_hour,
+        SELECT b.label AS label, b.value AS value, b.user_frame AS user_frame, b.hour AS b_hour, l.hour AS l_hour,
             b.bytes AS b_bytes, l.bytes AS l_bytes, b.var AS b_var, l.var AS l_var,
             b.var + l.var - 2 * CASE
                 WHEN l.a >= b.a AND b.n > 0 AND l.n > 0
@@ -130,16 +130,16 @@ tested AS (
     ) AS approximated
 ),
 sites AS (
-    SELECT t.label, t.value, t.user_frame, MAX(t.p) AS p_value, COUNT(*) AS tests
+    SELECT t.label AS label, t.value AS value, t.user_frame AS user_frame, MAX(t.p) AS p_value, COUNT(*) AS tests
     FROM tested AS t
     GROUP BY t.label, t.value, t.user_frame
 ),
 figures AS (
     -- Growth from c0 to the last hour, and the last hour's bytes.
-    SELECT t.label, t.value, t.user_frame,
+    SELECT t.label AS label, t.value AS value, t.user_frame AS user_frame,
         t.difference / ((EXTRACT(EPOCH FROM m.last_hour) - EXTRACT(EPOCH FROM m.c0)) / 3600) AS growth_bytes_per_hour,
         1.959963984540054 * SQRT(t.variance) / ((EXTRACT(EPOCH FROM m.last_hour) - EXTRACT(EPOCH FROM m.c0)) / 3600) AS half_width,
-        m.hours
+        m.hours AS hours
     FROM tested AS t JOIN marks AS m ON m.label = t.label AND m.value = t.value
     WHERE t.base_hour = m.c0 AND t.later_hour = m.last_hour AND m.c0 < m.last_hour
 ),
@@ -153,7 +153,7 @@ cut AS (
         OVER (PARTITION BY label, value) AS cutoff
     FROM ranked
 )
-SELECT c.label, c.value, c.user_frame AS function, f.hours,
+SELECT c.label AS label, c.value AS value, c.user_frame AS function, f.hours AS hours,
     f.growth_bytes_per_hour,
     f.growth_bytes_per_hour - f.half_width AS growth_bytes_per_hour_lo,
     f.growth_bytes_per_hour + f.half_width AS growth_bytes_per_hour_hi,

@@ -149,6 +149,7 @@ pub mod pprof;
 #[cfg(feature = "sql")]
 pub mod query;
 pub mod scopes;
+pub mod sql_views;
 
 // Public only for the fuzz crate (`fuzz/`, a separate package) and `tests/fuzz_corpus.rs`, which
 // run its bodies; not part of the API.

@@ -10,24 +10,58 @@
 //! allocator's figures are `report --allocator`'s ([`report::allocator_files`]); the scopes are
 //! `report --by-scope`'s. So every figure on the page is one `report` prints for the same dump.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 
-use jeprof_page::{History, Page, Series, Site, Source};
+use jeprof_page::{Change, Growth, History, Page, Series, Site, Source};
 
+use crate::diff;
 use crate::error::Error;
 use crate::input::{read_dump, ReadPolicy};
 use crate::leaks::{find_leaks, order_series, LeakOptions};
 use crate::report::{self, Measure, ReportOptions};
 use crate::symbolize::SymbolizeOptions;
 
+/// The page's heading for the dump at `path` with `labels`: its program (label `program`, else
+/// the file's name), its pid (label `pid`, else the pid of a jemalloc-style file name) and its
+/// moment (label `time`, else the file's modification time, said as such), each left out when
+/// nothing gives it.
+pub fn heading(labels: &[(String, String)], path: &std::path::Path) -> String {
+    use jeprof_dumpfmt::labels::{get, rfc3339_utc};
+    let file = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut title = match get(labels, "program") {
+        Some(program) => format!("Heap of {program}"),
+        None => format!("Heap in {file}"),
+    };
+    let pid = get(labels, "pid")
+        .map(str::to_string)
+        .or_else(|| jeprof_dumpfmt::series::DumpName::parse(&file).map(|n| n.pid.to_string()));
+    if let Some(pid) = pid {
+        title.push_str(&format!(" (pid {pid})"));
+    }
+    match get(labels, "time") {
+        Some(time) => title.push_str(&format!(" at {time}")),
+        None => {
+            if let Ok(modified) = std::fs::metadata(path).and_then(|m| m.modified()) {
+                title.push_str(&format!(", file written at {}", rfc3339_utc(modified)));
+            }
+        }
+    }
+    title
+}
+
 /// Sites drawn over time besides the suspects: the largest now.
 pub const HISTORY_SITES: usize = 8;
 
 /// The page of `paths` (module docs); `options` says how stacks are charged (its measure,
-/// units and intervals are the page's own: in-use bytes and objects, with intervals).
+/// units and intervals are the page's own: in-use bytes and objects, with intervals). With
+/// `base`, the page shows what grew from that dump to the moment shown ([`growth`]).
 pub fn page_files(
     paths: &[PathBuf],
+    base: Option<&Path>,
     symbolize: &SymbolizeOptions,
     options: &ReportOptions,
     policy: &ReadPolicy<'_>,
@@ -79,6 +113,17 @@ pub fn page_files(
         })
         .collect();
     let folded = report::collapsed_files(moment, symbolize, &bytes_options, policy)?;
+    let growth = match base {
+        Some(base) => Some(growth(
+            base,
+            &last,
+            &folded,
+            symbolize,
+            &bytes_options,
+            policy,
+        )?),
+        None => None,
+    };
     let allocator = report::allocator_files(moment, policy)
         .map(|r| r.text())
         .map_err(|e| e.to_string());
@@ -87,9 +132,7 @@ pub fn page_files(
         jeprof_dumpfmt::scopes::scope_totals(&profile)
             .into_iter()
             .collect();
-    let labels = &profile.labels;
-    let when = jeprof_dumpfmt::labels::get(labels, "time").unwrap_or("no time label");
-    let title = format!("Heap of {} at {when}", last.display());
+    let title = heading(&profile.labels, &last);
     drop(profile);
     let history = if ordered.len() < 2 {
         Err(
@@ -114,6 +157,51 @@ pub fn page_files(
         allocator,
         history,
         scopes,
+        growth,
+        moments: Vec::new(),
+    })
+}
+
+/// What grew from dump `base` to dump `last` (whose folded stacks are `folded_now`): each site's
+/// change with `diff`'s interval ([`diff::compare_files`] under the page's charging, in-use
+/// bytes), largest change first, and every stack's live bytes then and now for the differential
+/// flame graph.
+pub fn growth(
+    base: &Path,
+    last: &Path,
+    folded_now: &[(String, f64)],
+    symbolize: &SymbolizeOptions,
+    bytes_options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<Growth, Error> {
+    let compared = diff::compare_files(base, last, false, symbolize, bytes_options, policy)?;
+    let changes = compared
+        .changes()
+        .map(|c| Change {
+            name: c.name,
+            base: c.base,
+            new: c.new,
+            delta: c.delta,
+            half_width: c.half_width,
+        })
+        .collect();
+    let then = report::collapsed_files(&[base.to_path_buf()], symbolize, bytes_options, policy)?;
+    let mut stacks: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for (stack, bytes) in &then {
+        stacks.entry(stack).or_default().0 += bytes;
+    }
+    for (stack, bytes) in folded_now {
+        stacks.entry(stack).or_default().1 += bytes;
+    }
+    let base_labels = read_dump(base, policy)?.labels;
+    Ok(Growth {
+        base: heading(&base_labels, base),
+        folded: stacks
+            .into_iter()
+            .map(|(stack, (then, now))| (stack.to_string(), then, now))
+            .collect(),
+        changes,
+        note: String::new(),
     })
 }
 

@@ -11,7 +11,8 @@
 //! [`run`] registers the files as table `rows` in an in-process [DataFusion] session, defines the
 //! views of [`VIEWS`] (`by_function`, `by_leaf`, `by_label`, `over_time`, each with 95% intervals),
 //! and runs one SQL statement. The views' SQL is in `jeprof-compat/sql/*.sql`, written so that
-//! DuckDB runs it unchanged over the same files.
+//! DuckDB runs it unchanged over the same files; [`crate::sql_views`] spells it for Spark and
+//! ClickHouse.
 //!
 //! [DataFusion]: https://datafusion.apache.org/
 //!
@@ -53,30 +54,9 @@ use crate::export::parquet::FIGURE_COLUMNS;
 /// [`crate::export`] writes.
 pub use crate::export::parquet::SCHEMA_VERSION;
 
-/// The named views, as `(name, CREATE VIEW statement)`, defined over `rows` before every query.
-///
-/// Each groups the rows one way and gives, for `inuse_bytes`, `inuse_objects`, `alloc_bytes` and
-/// `alloc_objects`, the sum, the sum of its variances as `<column>_var` (so that a view's results
-/// can be added up again), and its 95% interval as `<column>_lo` and `<column>_hi`
-/// (`SUM ± 1.96·√SUM(<column>_var)`, the lower end clamped at 0), plus `dumps`, how many dumps
-/// contributed:
-/// - `by_function` (`function`): flat, charged to each row's `user_frame` (as jeprof's reports
-///   charge flat);
-/// - `by_leaf` (`leaf`): per innermost frame;
-/// - `by_label` (`label`, `value`): per label pair of the dumps (a row counts under each of its
-///   dump's labels);
-/// - `over_time` (`hour`): per hour of the dumps' time, UTC;
-/// - `leak_trend` (`label`, `value`, `function`): [`crate::leaks`]' test over hours for each label
-///   pair of a fleet (a process's last dump of each hour, the processes' figures added), with
-///   growth per hour, live bytes, the p-value and `suspect` (Benjamini–Hochberg at 5% per label
-///   pair); its own columns, not the four figures above.
-pub const VIEWS: [(&str, &str); 5] = [
-    ("by_function", include_str!("../sql/by_function.sql")),
-    ("by_leaf", include_str!("../sql/by_leaf.sql")),
-    ("by_label", include_str!("../sql/by_label.sql")),
-    ("over_time", include_str!("../sql/over_time.sql")),
-    ("leak_trend", include_str!("../sql/leak_trend.sql")),
-];
+/// The named views, in the spelling DataFusion runs (the module that spells them for each engine
+/// says what each holds).
+pub use crate::sql_views::VIEWS;
 
 /// The columns [`VIEWS`] read besides the estimates ([`FIGURE_COLUMNS`]), which every file must
 /// have.

@@ -100,8 +100,14 @@ fn the_page_s_rows_are_the_text_report_s_with_unnamed_frames_by_object() {
             .split_whitespace()
             .nth(1)
             .unwrap();
+        // Read as people read it, the exact figure in the title.
         assert!(
-            html.contains(&format!("<b id=\"total-bytes\">{total}</b>")),
+            html.contains(&format!("<b id=\"total-bytes\" title=\"{total} bytes [")),
+            "{name}"
+        );
+        let total: f64 = total.parse().unwrap();
+        assert!(
+            html.contains(&format!("\">{}</b>", jeprof_page::units::bytes(total))),
             "{name}"
         );
     }
@@ -170,6 +176,36 @@ fn a_series_adds_live_bytes_over_time_with_the_suspect_marked() {
         html.contains("Decided by the 12 dumps read from "),
         "{html}"
     );
+}
+
+/// The page of a series for people: the heading names the process and the moment, the list of
+/// files is summarised and the command over them is one pattern, and no command is offered for
+/// a listener, which a page made from files cannot know exists.
+#[test]
+fn a_series_page_is_headed_by_process_and_moment_and_summarises_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = common::leaking_series(dir.path(), "7");
+    let html = html_of(&dumps, dir.path());
+    let heading = &html[html.find("<h1>").unwrap() + 4..html.find("</h1>").unwrap()];
+    assert!(
+        heading.starts_with("Heap in series-7-11.heap (pid 7) at 20"),
+        "{heading}"
+    );
+    assert!(!html.contains("no time label"));
+    let first = dumps[0].display().to_string();
+    let last = dumps[11].display().to_string();
+    assert!(
+        html.contains(&format!(
+            "12 dumps, from <code>{first}</code> to <code>{last}</code>"
+        )),
+        "{html}"
+    );
+    let pattern = format!("{}/series-7-*.heap", dir.path().display());
+    assert!(
+        html.contains(&format!("jeprof-compat leaks {pattern}\n")),
+        "{html}"
+    );
+    assert!(!html.contains("6060") && !html.contains("class=\"host\""));
 }
 
 #[test]
@@ -294,4 +330,71 @@ fn chromium_renders_the_offline_file_with_hostile_names_as_text() {
     assert_eq!(elements(&dom, "img"), 0);
     assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     println!("screenshot: {}", screenshot.display());
+}
+
+/// `report --html OUT --base EARLIER NOW`: what grew, drawn as a differential flame graph (in
+/// place of the plain one) and listed per site, a row coloured only where `diff`'s interval test
+/// finds the change significant: the leak grew, the steady site did not move and is not coloured.
+/// In Chromium too, with a screenshot for a person to look at (and one of the series' page, one
+/// moment, beside it).
+#[test]
+fn what_grew_colours_only_the_significant_changes_and_draws_them_differentially() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = common::leaking_series(dir.path(), "7");
+    let out = dir.path().join("grew.html");
+    let (base, now) = (
+        dumps[0].display().to_string(),
+        dumps[11].display().to_string(),
+    );
+    common::run_ok(&[
+        "report",
+        "--html",
+        &out.display().to_string(),
+        "--base",
+        &base,
+        &now,
+    ]);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        html.contains("<h2>What grew since Heap in series-7-00.heap (pid 7) at 20"),
+        "{html}"
+    );
+    let growth = &html[html.find("<table id=\"growth\">").unwrap()..];
+    let growth = &growth[..growth.find("</table>").unwrap()];
+    assert!(
+        growth.contains("<tr class=\"grew\"><td class=\"name\">fn_1</td>"),
+        "{growth}"
+    );
+    assert!(
+        growth.contains("<tr><td class=\"name\">fn_3</td>"),
+        "{growth}"
+    );
+    // The differential flame graph replaces the plain one: one inferno drawing per page.
+    assert!(!html.contains("<h2>In-use flame graph</h2>"));
+    assert_eq!(html.matches("<div class=\"flame\">").count(), 1);
+    let Some(chromium) = require_chromium() else {
+        return;
+    };
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let dom = headless_chromium(
+        &chromium,
+        &format!("file://{}", out.display()),
+        &shots.join("page-what-grew.png"),
+    )
+    .unwrap();
+    assert!(dom.contains("<tr class=\"grew\"><td class=\"name\">fn_1</td>"));
+    let series = dir.path().join("page.html");
+    html_of(&dumps, dir.path());
+    let dom = headless_chromium(
+        &chromium,
+        &format!("file://{}", series.display()),
+        &shots.join("page-one-moment.png"),
+    )
+    .unwrap();
+    assert!(dom.contains("<svg class=\"chart\""));
+    println!(
+        "screenshots: {} and {}",
+        shots.join("page-what-grew.png").display(),
+        shots.join("page-one-moment.png").display()
+    );
 }

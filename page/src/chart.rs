@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::escape;
 use crate::model::History;
+use crate::units;
 
 const WIDTH: f64 = 1000.0;
 const PLOT_LEFT: f64 = 80.0;
@@ -23,15 +24,22 @@ pub fn svg(history: &History) -> Option<String> {
     if n < 2 || history.series.is_empty() {
         return None;
     }
-    let t_max = history.times[n - 1].max(f64::MIN_POSITIVE);
-    let y_max = history
+    let data_max = history
         .series
         .iter()
         .flat_map(|s| s.bytes.iter())
         .fold(0.0f64, |m, &b| if b.is_finite() { m.max(b) } else { m })
-        .max(1.0)
-        * 1.05;
-    let (scale, unit) = time_unit(t_max);
+        .max(1.0);
+    // Round ticks: the axes end at the first round figure at or past the data.
+    let (scale, unit) = time_unit(history.times[n - 1]);
+    let (_, time_ticks) = units::ticks(history.times[n - 1], scale, 5);
+    let (_, byte_ticks) = units::ticks(data_max, units::byte_axis_unit(data_max), 4);
+    let t_max = time_ticks
+        .last()
+        .copied()
+        .unwrap_or(1.0)
+        .max(f64::MIN_POSITIVE);
+    let y_max = byte_ticks.last().copied().unwrap_or(1.0).max(1.0);
     let height = (PLOT_TOP + PLOT_HEIGHT + 50.0).max(30.0 + 18.0 * history.series.len() as f64);
     let mut out = String::new();
     let _ = write!(
@@ -46,25 +54,26 @@ pub fn svg(history: &History) -> Option<String> {
     );
     let x_of = |t: f64| PLOT_LEFT + PLOT_WIDTH * t / t_max;
     let y_of = |b: f64| PLOT_TOP + PLOT_HEIGHT * (1.0 - b / y_max);
-    for k in 0..=4 {
-        let b = y_max * k as f64 / 4.0;
+    for &b in &byte_ticks {
         let y = y_of(b);
         let _ = write!(
             out,
             "<line x1=\"{PLOT_LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+             <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
             PLOT_LEFT + PLOT_WIDTH,
             PLOT_LEFT - 6.0,
             y + 4.0,
-            escape::text(&jeprof_dumpfmt::leaks::human_bytes(b)),
+            escape::text(&units::bytes(b)),
         );
-        let t = t_max * k as f64 / 4.0;
+    }
+    for &t in &time_ticks {
         let _ = write!(
             out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.3}</text>",
+            "<text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             x_of(t),
             PLOT_TOP + PLOT_HEIGHT + 16.0,
-            t / scale
+            // Multiples of a round step, without the float noise of k · 0.1.
+            (t / scale * 1e6).round() / 1e6
         );
     }
     let _ = write!(
@@ -126,5 +135,42 @@ fn time_unit(t_max: f64) -> (f64, &'static str) {
         (60.0, "minutes")
     } else {
         (1.0, "seconds")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Series;
+
+    /// The tick labels of a chart, in order.
+    fn ticks(svg: &str) -> Vec<&str> {
+        svg.split("<text class=\"tick\"")
+            .skip(1)
+            .filter_map(|t| {
+                t.split_once('>')
+                    .and_then(|(_, rest)| rest.split_once("</text>"))
+            })
+            .map(|(label, _)| label)
+            .collect()
+    }
+
+    #[test]
+    fn axes_are_labelled_at_round_figures() {
+        // A redis series' figures: 15.088 s long, up to 235.5 MiB.
+        let history = History {
+            times: vec![0.0, 7.544, 15.088],
+            series: vec![Series {
+                name: "zmalloc".into(),
+                bytes: vec![1e8, 1.8e8, 235.5 * 1048576.0],
+                suspect: false,
+            }],
+            note: String::new(),
+        };
+        let svg = svg(&history).unwrap();
+        assert_eq!(
+            ticks(&svg),
+            ["0 B", "100 MiB", "200 MiB", "300 MiB", "0", "5", "10", "15", "20"]
+        );
     }
 }

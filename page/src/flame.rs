@@ -24,7 +24,29 @@ pub const WIDTH: usize = 1300;
 /// looks elements up by id and takes the document's first `<svg>` as its own: the page keeps
 /// those ids to the flame graph and draws it before any other SVG.
 pub fn svg(folded: &[(String, f64)], title: &str) -> Result<String, String> {
-    let lines = inferno_lines(folded);
+    draw(inferno_lines(folded), title)
+}
+
+/// Inferno's differential flame graph of `folded` (live bytes per folded stack then and now):
+/// frames as wide as now, red where they grew and blue where they shrank, deeper for a larger
+/// share of the change (inferno's differential mode, as Brendan Gregg's `difffolded.pl` feeds
+/// it). The same rules as [`svg`] otherwise.
+pub fn differential_svg(folded: &[(String, f64, f64)], title: &str) -> Result<String, String> {
+    let lines = folded
+        .iter()
+        .filter(|(stack, then, now)| !stack.is_empty() && (*then >= 1.0 || *now >= 1.0))
+        .map(|(stack, then, now)| {
+            format!(
+                "{stack} {} {}",
+                then.max(0.0).trunc() as u64,
+                now.max(0.0).trunc() as u64
+            )
+        })
+        .collect();
+    draw(lines, title)
+}
+
+fn draw(lines: Vec<String>, title: &str) -> Result<String, String> {
     if lines.is_empty() {
         return Err("no stack holds a live byte: nothing to draw".to_string());
     }
@@ -37,6 +59,7 @@ pub fn svg(folded: &[(String, f64)], title: &str) -> Result<String, String> {
     // Frames under a pixel wide are not drawn (inferno's default is a tenth of one): they cannot
     // be seen or clicked, and a profile of ten thousand stacks has tens of thousands of them.
     options.min_width = 1.0;
+    // Differential lines are coloured by their change whatever the palette.
     options.colors =
         inferno::flamegraph::color::Palette::Multi(inferno::flamegraph::color::MultiPalette::Rust);
     let mut out = Vec::new();

@@ -4,15 +4,21 @@
 //! nothing is fetched, so it opens on a machine that reaches no network and can be attached to a
 //! ticket), read-only, showing:
 //!
-//! - the in-use flame graph, inferno's interactive SVG (click to zoom, Ctrl-F to search);
+//! - the in-use flame graph, inferno's interactive SVG (click to zoom, Ctrl-F to search), or,
+//!   when the page compares two moments ([`Growth`]), what grew: the differential flame graph
+//!   and each site's change, coloured only where `diff`'s interval test finds it significant;
+//!   and a menu of the moments to compare with;
 //! - the top sites by user frame with live bytes, objects and cum bytes, each with its 95%
 //!   interval ([`jeprof_dumpfmt::math::confidence_interval_95`]), in a table sorted by clicking
-//!   a column; the figures `jeprof-compat report --show_bytes --interval` prints;
+//!   a column, written for people ([`units`]: `27.7 MiB (22.9–32.5 MiB)`) with the figures
+//!   `jeprof-compat report --show_bytes --interval` prints in each cell's `title`;
 //! - the allocator's figures and what they say about the gap to RSS
 //!   ([`jeprof_dumpfmt::allocator::describe`]);
 //! - live bytes over time for the top sites, leak suspects drawn thick and listed;
 //! - each scope's live bytes, when there are scopes;
-//! - the profiler's endpoints with the command lines that read them.
+//! - the profiler's endpoints with the command lines that read them, when a listener serves the
+//!   page; from dumps, the files (a long series as its first, last and count) and the commands
+//!   that read them.
 //!
 //! Two producers fill a [`Page`]: the shim's listener serves it at `/` from the process's own
 //! profile, its sites charged by [`charge()`] (a thin caller of the workspace's one charging
@@ -45,9 +51,12 @@
 //!     allocator: Err("no allocator figures".into()),
 //!     history: Err("one dump: no history".into()),
 //!     scopes: Vec::new(),
+//!     growth: None,
+//!     moments: Vec::new(),
 //! };
 //! let html = jeprof_page::render(&page);
-//! assert!(html.contains("app::&lt;cache&gt;::fill") && html.contains("4194304"));
+//! assert!(html.contains("app::&lt;cache&gt;::fill") && html.contains("4.00 MiB"));
+//! assert!(html.contains("title=\"4194304 bytes\""));
 //! ```
 //!
 //! ## Guarantees and limits
@@ -60,9 +69,9 @@
 //!   its binaries to be named is `jeprof-compat`'s to charge (`report --html`).
 //!
 //! ## Modules, bottom to top
-//! [`escape`] and [`model`] use no other module; [`charge`](mod@charge) uses model (and the
-//! engine in `jeprof-dumpfmt`); [`flame`]
-//! uses none; [`chart`] uses escape and model; [`html`] uses all of them.
+//! [`escape`], [`model`] and [`units`] use no other module; [`charge`](mod@charge) uses model
+//! (and the engine in `jeprof-dumpfmt`); [`flame`] uses none; [`chart`] uses escape, model and
+//! units; [`html`] uses all of them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -72,7 +81,8 @@ pub mod escape;
 pub mod flame;
 pub mod html;
 pub mod model;
+pub mod units;
 
 pub use charge::{charge, Charged};
 pub use html::render;
-pub use model::{History, Page, Series, Site, Source};
+pub use model::{Change, Growth, History, Page, Series, Site, Source};

@@ -57,6 +57,43 @@ pub enum Source {
     Dumps(Vec<String>),
 }
 
+/// One site's change between an earlier moment and the one shown, with `diff`'s 95% interval.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Change {
+    /// The function, as the report names it.
+    pub name: String,
+    /// Live bytes charged flat then.
+    pub base: f64,
+    /// Live bytes charged flat now.
+    pub new: f64,
+    /// `new − base`.
+    pub delta: f64,
+    /// Half-width of the change's 95% interval.
+    pub half_width: f64,
+}
+
+impl Change {
+    /// Whether the change's 95% interval excludes zero (`diff`'s test): only then is it
+    /// coloured.
+    pub fn significant(&self) -> bool {
+        self.delta.abs() > self.half_width
+    }
+}
+
+/// What grew between an earlier moment and the one shown.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Growth {
+    /// The earlier moment, as a heading names it.
+    pub base: String,
+    /// Folded stacks (`root;…;leaf`) with their live bytes then and now, for the differential
+    /// flame graph.
+    pub folded: Vec<(String, f64, f64)>,
+    /// The sites' changes, largest first.
+    pub changes: Vec<Change>,
+    /// What the comparison leaves out (one line; empty when nothing).
+    pub note: String,
+}
+
 /// Everything a page shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
@@ -76,4 +113,8 @@ pub struct Page {
     pub history: Result<History, String>,
     /// Each scope's in-use figures, by label (empty: no scopes).
     pub scopes: Vec<(String, Estimate)>,
+    /// What grew since an earlier moment, when one was chosen.
+    pub growth: Option<Growth>,
+    /// Moments the page can be compared with, as (label, link): a menu (empty: none).
+    pub moments: Vec<(String, String)>,
 }

@@ -191,18 +191,20 @@ fn the_page_shows_the_figures_report_prints_for_a_dump_of_the_moment() {
     // engine: ` (inline)` where the closure was inlined).
     assert!(html.contains("<svg class=\"chart\""), "{html}");
     let chart = &html[html.find("<svg class=\"chart\"").unwrap()..];
-    let line = chart
+    // One of the chart's lines (the other test of this process, `/?since=`, adds its own sites
+    // to the history when it runs first).
+    let lines: Vec<&str> = chart
         .split("<title>")
-        .nth(1)
-        .and_then(|t| t.split_once("</title>"))
+        .skip(1)
+        .filter_map(|t| t.split_once("</title>"))
         .map(|(name, _)| name)
-        .unwrap_or_default();
+        .collect();
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with("http_page::page_held_buffers::{{closure}}"))
+        .unwrap_or_else(|| panic!("{chart}"));
     assert!(
-        line.starts_with("http_page::page_held_buffers::{{closure}}"),
-        "{chart}"
-    );
-    assert!(
-        rows.iter().any(|r| r[0] == line),
+        rows.iter().any(|r| r[0] == *line),
         "the chart's line {line:?} is not named as a row of the table"
     );
     // The allocator's reading of the same snapshot.
@@ -245,4 +247,73 @@ fn chromium_renders_the_served_page_with_its_flame_graph_and_the_report_s_figure
     let size = std::fs::metadata(&screenshot).unwrap().len();
     assert!(size > 10_000, "{size} bytes");
     println!("screenshot: {}", screenshot.display());
+}
+
+/// 32 buffers of 256 KiB allocated after the first snapshots: what grew.
+#[inline(never)]
+fn page_grown_buffers() -> Vec<Vec<u8>> {
+    (0..32)
+        .map(|i| std::hint::black_box(vec![i as u8; 256 * 1024]))
+        .collect()
+}
+
+/// `/?since=`: what grew over the in-process history, the buffers allocated since coloured as
+/// grown (their change's interval excludes zero) and the steady sites not; a menu of the moments
+/// the history holds; a duration that is not one is refused. In Chromium, with a screenshot.
+#[test]
+fn since_shows_what_grew_over_the_history_with_a_menu_of_its_moments() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let addr = served().addr;
+    let wait_for = |snapshots: u64| {
+        let start = std::time::Instant::now();
+        while jeprof_shim::stats().leak_snapshots < snapshots {
+            assert!(start.elapsed().as_secs() < 30, "no new snapshot after 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    // A snapshot of the held heap, then the buffers, then two more snapshots.
+    let before = jeprof_shim::stats().leak_snapshots;
+    wait_for(before + 1);
+    let allocated = std::time::Instant::now();
+    let grown = page_grown_buffers();
+    wait_for(before + 3);
+    // Since the buffers were allocated: the last snapshot before them is the base.
+    // Half an interval more: the base is a snapshot strictly before the buffers.
+    let since = format!("/?since={:.3}s", allocated.elapsed().as_secs_f64() + 0.05);
+    let page = client::get(addr, &since).unwrap();
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    assert!(html.contains("<h2>What grew since "), "{html}");
+    let table = &html[html.find("<table id=\"growth\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    let row = |name: &str| {
+        table
+            .split("<tr")
+            .find(|r| r.contains(&format!("<td class=\"name\">http_page::{name}")))
+            .unwrap_or_else(|| panic!("no row for {name}: {table}"))
+            .to_string()
+    };
+    assert!(
+        row("page_grown_buffers").starts_with(" class=\"grew\""),
+        "{table}"
+    );
+    assert!(row("page_held_buffers").starts_with('>'), "{table}");
+    assert!(
+        html.contains("<nav class=\"moments\" id=\"moments\">"),
+        "{html}"
+    );
+    assert!(html.contains("href=\"/?since="), "{html}");
+    assert_eq!(client::get(addr, "/?since=soon").unwrap().status, 400);
+    // Older than the history reaches: its oldest snapshot.
+    assert_eq!(client::get(addr, "/?since=24h").unwrap().status, 200);
+    if let Some(chromium) = require_chromium() {
+        let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("page-served-since.png");
+        // Chromium loads the page a second or more from now, when `since` would reach back only
+        // to after the buffers: so it asks for the oldest snapshot, taken before them.
+        let dom = headless_chromium(&chromium, &format!("http://{addr}/?since=24h"), &screenshot)
+            .unwrap();
+        assert!(dom.contains("class=\"grew\""), "{dom}");
+        println!("screenshot: {}", screenshot.display());
+    }
+    drop(grown);
 }

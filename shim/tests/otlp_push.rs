@@ -1,5 +1,7 @@
 //! `otlp_push:URL`: the profile reaches a collector as an OTLP/HTTP POST (method, path, headers,
-//! a body that decodes to the process's profile), started from `JEPROF_SHIM` before `main`; a
+//! a body that decodes to the process's profile, gzipped with `otlp_compression:gzip`, checked by
+//! the rules of Grafana Pyroscope's and the OpenTelemetry Collector's handlers), started from
+//! `JEPROF_SHIM` before `main`; a
 //! dead collector (a closed port) and a silent one (accepts, never answers) leave the program
 //! running, with attempts bounded per profile and at most one profile queued. One child process
 //! per behaviour; the collector is a std `TcpListener` in the child.
@@ -125,19 +127,25 @@ fn check_accounting(s: &jeprof_shim::OtlpPushStats) {
     );
 }
 
-/// The child started with `JEPROF_SHIM=...,otlp_push:http://127.0.0.1:<port>/base,...`: the
-/// pusher was started before `main`; this child is the collector.
-fn child_receives(port: u16) {
-    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
-    let held = hold_buffers_for_the_collector();
-    let mut stream = accept_one(&listener);
-    let request = read_request(&mut stream);
-    stream
-        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    drop(stream);
+/// What Grafana Pyroscope's `POST /v1development/profiles` handler (pkg/ingester/otlp,
+/// `ingest_handler.go` and `convert.go`) and the OpenTelemetry Collector's OTLP/HTTP receiver
+/// (`otlpreceiver`, with the `service.profilesSupport` feature gate) check before they take a
+/// request, applied to what the collector received: neither server can run here, so the test is
+/// their rules. Both: the path, `Content-Type: application/x-protobuf`, a `Content-Encoding` of
+/// `gzip` (any case) read as gzip or none; Pyroscope: a body that decodes, a dictionary, resource
+/// profiles, each profile's sample type, one value per sample, every index in range
+/// (`otlp::check_references`). Returns the decoded request and the body's size on the wire and
+/// decoded.
+fn accepted_by_pyroscope_and_the_collector(
+    request: &Request,
+    gzip: bool,
+) -> (otlp::ExportProfilesServiceRequest, usize, usize) {
     assert_eq!(request.method, "POST");
-    assert_eq!(request.path, "/base/v1development/profiles");
+    assert!(
+        request.path.ends_with("/v1development/profiles"),
+        "{}",
+        request.path
+    );
     let header = |name: &str| {
         request
             .headers
@@ -146,12 +154,45 @@ fn child_receives(port: u16) {
             .map(|(_, v)| v.as_str())
     };
     assert_eq!(header("content-type"), Some("application/x-protobuf"));
+    let encoding = header("content-encoding");
+    let body = if gzip {
+        assert!(encoding.is_some_and(|e| e.eq_ignore_ascii_case("gzip")));
+        otlp::gunzip(&request.body).expect("a gzip body")
+    } else {
+        assert_eq!(
+            encoding, None,
+            "no Content-Encoding without otlp_compression"
+        );
+        request.body.clone()
+    };
+    let decoded = otlp::decode(&body).expect("an ExportProfilesServiceRequest");
+    otlp::check_references(&decoded).expect("what Pyroscope's converter reads");
+    (decoded, request.body.len(), body.len())
+}
+
+/// The child started with `JEPROF_SHIM=...,otlp_push:http://127.0.0.1:<port>/base,...`
+/// (`otlp_compression:gzip` when `gzip`): the pusher was started before `main`; this child is
+/// the collector.
+fn child_receives(port: u16, gzip: bool) {
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let held = hold_buffers_for_the_collector();
+    let mut stream = accept_one(&listener);
+    let request = read_request(&mut stream);
+    stream
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    drop(stream);
+    assert_eq!(request.path, "/base/v1development/profiles");
     assert!(
-        header("user-agent").is_some_and(|a| a.starts_with("jeprof-shim/")),
+        request
+            .headers
+            .iter()
+            .any(|(n, a)| n == "user-agent" && a.starts_with("jeprof-shim/")),
         "{:?}",
         request.headers
     );
-    let decoded = otlp::decode(&request.body).expect("an ExportProfilesServiceRequest");
+    let (decoded, wire, decoded_len) = accepted_by_pyroscope_and_the_collector(&request, gzip);
+    println!("request: {wire} bytes on the wire, {decoded_len} decoded (gzip: {gzip})");
     let d = decoded.dictionary.as_ref().expect("a dictionary");
     let text = |i: i32| d.string_table[i as usize].as_str();
     assert_eq!(decoded.resource_profiles.len(), 1);
@@ -284,6 +325,8 @@ fn run_child(mode: &str, port: u16, env: Option<String>) {
         None => cmd.env("JEPROF_SHIM", "sample_rate:4096"),
     };
     let out = cmd.output().unwrap();
+    // What the child measured (the request's sizes), for a person reading the run.
+    print!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(
         out.status.success(),
         "child {mode}: {}",
@@ -296,7 +339,8 @@ fn main() {
         client::watchdog(Duration::from_secs(120), "otlp_push child");
         let port: u16 = std::env::var("OTLP_PUSH_PORT").unwrap().parse().unwrap();
         match mode.as_str() {
-            "receives" => child_receives(port),
+            "receives" => child_receives(port, false),
+            "receives_gzip" => child_receives(port, true),
             "dead" => child_dead_collector(),
             "silent" => child_silent_collector(),
             _ => panic!("unknown mode {mode}"),
@@ -314,9 +358,19 @@ fn main() {
         )),
     );
     println!("push_is_a_post_of_the_process_profile_to_the_profiles_path: ok");
+    let port = jeprof_conformance::free_port();
+    run_child(
+        "receives_gzip",
+        port,
+        Some(format!(
+            "sample_rate:4096,service:checkout,otlp_push:http://127.0.0.1:{port}/base/,\
+             otlp_interval:0.2,otlp_compression:gzip"
+        )),
+    );
+    println!("gzip_push_is_what_pyroscope_and_the_collector_read: ok");
     run_child("dead", 0, None);
     println!("dead_collector_leaves_the_program_running_with_bounded_attempts: ok");
     run_child("silent", 0, None);
     println!("silent_collector_times_out_and_never_blocks_the_program: ok");
-    println!("3 passed, 0 failed");
+    println!("4 passed, 0 failed");
 }

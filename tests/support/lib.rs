@@ -358,21 +358,36 @@ pub fn headless_chromium(chromium: &Path, url: &str, screenshot: &Path) -> Resul
 }
 
 /// The rows of the sites table of a `jeprof-page` page (its HTML, or the DOM a browser
-/// rendered from it), in order: per row its cells' text, character references resolved
-/// (function, flat bytes, its interval, flat %, flat objects, its interval, cum bytes, its
-/// interval).
+/// rendered from it), in order: per row its cells' exact figures as the report prints them (a
+/// cell's `title`, which holds them beside the rounded text people read, without its unit word;
+/// else its text), character references resolved (function, flat bytes, its interval, flat %,
+/// flat objects, its interval, cum bytes, its interval).
 pub fn page_site_rows(html: &str) -> Vec<Vec<String>> {
     let Some(start) = html.find("<table id=\"sites\">") else {
         return Vec::new();
     };
     let table = &html[start..];
     let table = &table[..table.find("</table>").unwrap_or(table.len())];
+    let exact = |cell: &str| -> Option<String> {
+        let tag = &cell[cell.rfind("<td")?..];
+        let tag = &tag[..tag.find('>')?];
+        let title = &tag[tag.find("title=\"")? + 7..];
+        let title = html_text(&title[..title.find('"')?]);
+        Some(
+            title
+                .trim_end_matches(" bytes")
+                .trim_end_matches(" objects")
+                .to_string(),
+        )
+    };
     table
         .split("<tr>")
         .skip(2)
         .map(|row| {
             row.split("</td>")
-                .filter_map(|cell| cell.rfind('>').map(|i| html_text(&cell[i + 1..])))
+                .filter_map(|cell| {
+                    exact(cell).or_else(|| cell.rfind('>').map(|i| html_text(&cell[i + 1..])))
+                })
                 .take(8)
                 .collect()
         })

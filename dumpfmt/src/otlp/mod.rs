@@ -4,6 +4,10 @@
 //! flat and the figures are pprof's, by construction: [`from_pprof`] re-indexes a pprof message,
 //! it decides nothing about stacks itself.
 //!
+//! [`check_references`] checks a request as Grafana Pyroscope's OTLP handler reads it (the
+//! dictionary, the types, every index in range); [`gzip`] compresses a body for
+//! `Content-Encoding: gzip`.
+//!
 //! The messages are those of **opentelemetry-proto v1.10.0** (the PyPI package
 //! `opentelemetry-proto` 1.45.2 is generated from it), declared here with prost's derive, field
 //! numbers as that version has them; only the fields written are declared.
@@ -407,6 +411,110 @@ pub fn decode(bytes: &[u8]) -> Result<ExportProfilesServiceRequest, Error> {
     ExportProfilesServiceRequest::decode(bytes).map_err(|e| Error::Otlp(e.to_string()))
 }
 
+/// `body` gzipped, for an OTLP/HTTP POST with `Content-Encoding: gzip` (which Grafana Pyroscope's
+/// and the OpenTelemetry Collector's OTLP/HTTP receivers both read).
+pub fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = gz.write_all(body);
+    gz.finish().unwrap_or_default()
+}
+
+/// Reads back a gzipped body.
+pub fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, Error> {
+    use std::io::Read as _;
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut raw)
+        .map_err(|e| Error::Otlp(format!("not gzip data: {e}")))?;
+    Ok(raw)
+}
+
+/// Checks what a backend needs of a request before it reads a sample: the shared dictionary
+/// (Grafana Pyroscope refuses a request without one, "missing profile metadata dictionary"), at
+/// least one `ResourceProfiles`, each profile's `sample_type` and `period_type`, one value per
+/// sample (one type per profile), and every index in range of its table: strings, stacks,
+/// locations, mappings, functions, attributes and links (Pyroscope's converter refuses an index
+/// out of bounds, and reads a location's mapping even at index 0, so the table's zero entry must
+/// be there). The first problem found, as [`Error::Otlp`].
+pub fn check_references(request: &ExportProfilesServiceRequest) -> Result<(), Error> {
+    let problem = |what: String| Err(Error::Otlp(what));
+    let Some(d) = &request.dictionary else {
+        return problem("no dictionary (the shared tables)".into());
+    };
+    if request.resource_profiles.is_empty() {
+        return problem("no resource profiles".into());
+    }
+    let within = |i: i32, len: usize| usize::try_from(i).is_ok_and(|i| i < len);
+    let strings = |i: i32| within(i, d.string_table.len());
+    let attributes = |ix: &[i32]| ix.iter().all(|&i| within(i, d.attribute_table.len()));
+    if d.string_table.first().is_none_or(|s| !s.is_empty()) || d.mapping_table.is_empty() {
+        return problem("the string or mapping table lacks its zero entry".into());
+    }
+    for (n, m) in d.mapping_table.iter().enumerate() {
+        if !strings(m.filename_strindex) || !attributes(&m.attribute_indices) {
+            return problem(format!("mapping {n} refers outside the tables"));
+        }
+    }
+    for (n, f) in d.function_table.iter().enumerate() {
+        let names = [f.name_strindex, f.system_name_strindex, f.filename_strindex];
+        if !names.into_iter().all(strings) {
+            return problem(format!("function {n} names a string outside the table"));
+        }
+    }
+    for (n, l) in d.location_table.iter().enumerate() {
+        let lines_ok = l
+            .lines
+            .iter()
+            .all(|line| within(line.function_index, d.function_table.len()));
+        if !within(l.mapping_index, d.mapping_table.len())
+            || !lines_ok
+            || !attributes(&l.attribute_indices)
+        {
+            return problem(format!("location {n} refers outside the tables"));
+        }
+    }
+    for (n, s) in d.stack_table.iter().enumerate() {
+        if !s
+            .location_indices
+            .iter()
+            .all(|&i| within(i, d.location_table.len()))
+        {
+            return problem(format!("stack {n} names a location outside the table"));
+        }
+    }
+    if !d.attribute_table.iter().all(|a| strings(a.key_strindex)) {
+        return problem("an attribute's key is outside the string table".into());
+    }
+    let profiles = request
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles);
+    for (n, p) in profiles.enumerate() {
+        let types_ok = [&p.sample_type, &p.period_type].into_iter().all(|t| {
+            t.as_ref()
+                .is_some_and(|t| strings(t.type_strindex) && strings(t.unit_strindex))
+        });
+        if !types_ok {
+            return problem(format!("profile {n} lacks its sample or period type"));
+        }
+        for s in &p.samples {
+            if !within(s.stack_index, d.stack_table.len())
+                || !attributes(&s.attribute_indices)
+                || !within(s.link_index, d.link_table.len().max(1))
+                || s.values.len() != 1
+            {
+                return problem(format!(
+                    "profile {n}: a sample refers outside the tables or has other than one value"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -744,5 +852,38 @@ mod tests {
         let request = from_pprof(&pprof_of(&profile(), &[("pid", "1")]), &scope());
         assert_eq!(decode(&encode(&request)).expect("decodes"), request);
         assert!(matches!(decode(b"\xff\xff\xff"), Err(Error::Otlp(_))));
+    }
+
+    #[test]
+    fn a_gzipped_body_starts_with_gzips_magic_and_gunzips_to_the_request() {
+        let body = encode(&from_pprof(
+            &pprof_of(&profile(), &[("pid", "1")]),
+            &scope(),
+        ));
+        let gz = gzip(&body);
+        assert_eq!(gz[..3], [0x1f, 0x8b, 8], "gzip's magic and deflate");
+        assert_eq!(gunzip(&gz).unwrap(), body);
+        assert!(matches!(gunzip(&body), Err(Error::Otlp(_))));
+    }
+
+    #[test]
+    fn backend_checks_pass_our_requests_and_refuse_a_missing_dictionary_or_a_dangling_index() {
+        let request = from_pprof(&pprof_of(&profile(), &[("pid", "1")]), &scope());
+        check_references(&request).unwrap();
+        let mut without = request.clone();
+        without.dictionary = None;
+        assert!(check_references(&without)
+            .unwrap_err()
+            .to_string()
+            .contains("no dictionary"));
+        let mut dangling = request.clone();
+        let d = dangling.dictionary.as_mut().unwrap();
+        d.location_table[1].mapping_index = d.mapping_table.len() as i32;
+        assert!(check_references(&dangling).is_err());
+        let mut two_values = request;
+        two_values.resource_profiles[0].scope_profiles[0].profiles[0].samples[0]
+            .values
+            .push(1);
+        assert!(check_references(&two_values).is_err());
     }
 }

@@ -607,12 +607,20 @@ pub(crate) struct QueryUnavailable {
 #[derive(Args)]
 pub(crate) struct QueryArgs {
     /// One SQL statement over table `rows` and the views.
-    pub(crate) sql: String,
+    ///
+    /// One SQL statement over table `rows` and the views (none with --print-sql).
+    #[arg(required_unless_present = "print_sql")]
+    pub(crate) sql: Option<String>,
     /// Parquet files from `export`, or directories of them.
     ///
-    /// Parquet files from `export`, directories of them, or patterns such as 'fleet/*.parquet'.
-    #[arg(required = true, value_name = "FILES")]
+    /// Parquet files from `export`, directories of them, or patterns such as 'fleet/*.parquet'
+    /// (with --print-sql, also URLs such as s3://bucket/fleet/).
+    #[arg(required_unless_present = "print_sql", value_name = "FILES")]
     pub(crate) files: Vec<PathBuf>,
+    /// Print, instead of running anything, the statements that define `rows` over FILES and the
+    /// views in ENGINE's SQL (clickhouse, duckdb, spark, datafusion).
+    #[arg(long, value_name = "ENGINE")]
+    pub(crate) print_sql: Option<String>,
     /// Print CSV (header line, full precision) instead of a table.
     #[arg(long)]
     pub(crate) csv: bool,

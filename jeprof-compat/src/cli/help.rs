@@ -218,6 +218,7 @@ Examples:
       > by_label.csv
   jeprof-compat query \"SELECT build_id, SUM(inuse_bytes) AS inuse_bytes \\
       FROM rows WHERE labels['service'] = 'api' GROUP BY build_id\" fleet/
+  jeprof-compat query --print-sql clickhouse 's3://bucket/fleet/' > views.sql
 
 The rows are table `rows`, one row per (dump, stack), already unbiased: a plain SUM over any grouping \
 is right, and SUM of a column's `_var` is its variance. Views (each with inuse_bytes, inuse_objects, \
@@ -225,7 +226,9 @@ alloc_bytes, alloc_objects, a 95% interval `<column>_lo`..`<column>_hi` from the
 and `dumps`): by_function (flat, by each row's user_frame), by_leaf, by_label (label, value), \
 over_time (hour, UTC); and leak_trend (label, value, function: the leaks test over hours per label \
 pair, with growth_bytes_per_hour, live_bytes, p_value, suspect). The same SQL runs in DuckDB over \
-the same files (see the README).
+the same files (see the README); --print-sql ENGINE prints the statements that define `rows` over \
+the files and the views for ClickHouse (file() or s3()), DuckDB, Spark or DataFusion, each in its \
+own spelling, to run there.
 
 Bytes print in MB as jeprof's reports do (--raw for whole bytes); --csv prints every value in full.";
 

@@ -268,10 +268,15 @@ impl JeprofViewArgs {
     /// Whether the report needs the dumps whole (subtracted, or split by thread) rather than
     /// read one stack at a time.
     pub(crate) fn needs_whole_dumps(&self, dumps: &[PathBuf]) -> bool {
+        self.base.is_some() || self.needs_whole_dumps_besides_base(dumps)
+    }
+
+    /// [`Self::needs_whole_dumps`] but for `--base`, which `--html` takes as its own (the
+    /// earlier moment of "what grew"), though not as a URL.
+    pub(crate) fn needs_whole_dumps_besides_base(&self, dumps: &[PathBuf]) -> bool {
         let url = |p: &PathBuf| p.to_str().is_some_and(remote::is_url);
         dumps.iter().any(url)
             || self.base.as_ref().is_some_and(url)
-            || self.base.is_some()
             || self.thread.is_some()
             || self.callgrind
             || self.list.is_some()

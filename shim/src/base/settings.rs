@@ -134,6 +134,8 @@ struct AutoSettings {
     otlp_interval: AtomicU64,
     /// `dump_near_limit`'s fraction of the memory limit as `f64` bits (0.0: off).
     dump_near_limit: AtomicU64,
+    /// `otlp_compression:gzip`.
+    otlp_gzip: AtomicBool,
 }
 
 static AUTO: AutoSettings = AutoSettings {
@@ -146,6 +148,7 @@ static AUTO: AutoSettings = AutoSettings {
     leak_history: AtomicUsize::new(DEFAULT_LEAK_HISTORY),
     otlp_interval: AtomicU64::new(DEFAULT_OTLP_INTERVAL.to_bits()),
     dump_near_limit: AtomicU64::new(0),
+    otlp_gzip: AtomicBool::new(false),
 };
 
 // Ordering, for every load and store below: a setting read on its own; it publishes no other
@@ -385,6 +388,19 @@ pub(crate) fn set_dump_near_limit(fraction: f64) {
     // Ordering: see above.
     AUTO.dump_near_limit
         .store(fraction.to_bits(), Ordering::Relaxed);
+}
+
+/// Whether `otlp_push` gzips its requests (`otlp_compression:gzip`; parsed in every build, read
+/// by the pusher).
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+pub(crate) fn otlp_gzip() -> bool {
+    // Ordering: see above.
+    AUTO.otlp_gzip.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_otlp_gzip(gzip: bool) {
+    // Ordering: see above.
+    AUTO.otlp_gzip.store(gzip, Ordering::Relaxed);
 }
 
 /// Whether any setting asks for dumps written by the background writer (interval or peak).

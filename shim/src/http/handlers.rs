@@ -60,7 +60,10 @@ pub fn handle(request: &Request<'_>) -> Response {
         Err(why) => return Response::error(400, why),
     };
     match known {
-        "/" => page(),
+        "/" => match since_param(request.query) {
+            Ok(since) => page(since),
+            Err(why) => Response::error(400, why),
+        },
         "/debug/pprof/heap" => go_heap(&params, SampleType::InuseSpace),
         "/debug/pprof/allocs" => go_heap(&params, SampleType::AllocSpace),
         "/debug/pprof/peak" => peak(&params),
@@ -284,6 +287,106 @@ impl Drop for WindowSlot {
     }
 }
 
+/// `/?since=DURATION`: seconds, or a number with `s`, `m` or `h` (`90s`, `5m`, `1.5h`).
+fn since_param(query: &str) -> Result<Option<Duration>, String> {
+    let Some((_, value)) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "since")
+    else {
+        return Ok(None);
+    };
+    let (number, unit) = match value.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&value[..i], &value[i..]),
+        None => (&value[..], "s"),
+    };
+    let scale = match unit {
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => f64::NAN,
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n > 0.0 && n.is_finite() && scale.is_finite() => {
+            Ok(Some(Duration::from_secs_f64(n * scale)))
+        }
+        _ => Err(format!(
+            "`since={value}`: expected a duration such as 90s, 5m or 1h"
+        )),
+    }
+}
+
+/// What grew over the in-process leak history since `since` before its last snapshot
+/// ([`leak_history::growth_since`]), as the page's [`jeprof_page::Growth`]: per user frame the
+/// summed change of its stacks with the 95% interval of independent sides (`diff`'s test), and
+/// the stacks then and now for the differential flame graph. `None` before two snapshots.
+fn live_growth(since: Duration) -> Option<jeprof_page::Growth> {
+    use jeprof_page::{units, Change, Growth};
+    let (age, taken, stacks) = leak_history::growth_since(since)?;
+    let mut changes: Vec<Change> = Vec::new();
+    let mut variances: Vec<f64> = Vec::new();
+    let mut folded = Vec::with_capacity(stacks.len());
+    for s in stacks {
+        let i = match changes.iter().position(|c| c.name == s.function) {
+            Some(i) => i,
+            None => {
+                changes.push(Change {
+                    name: s.function.clone(),
+                    ..Change::default()
+                });
+                variances.push(0.0);
+                changes.len() - 1
+            }
+        };
+        changes[i].base += s.then.0;
+        changes[i].new += s.now.0;
+        variances[i] += s.then.1 + s.now.1;
+        let stack: Vec<&str> = s.functions.iter().rev().map(String::as_str).collect();
+        folded.push((stack.join(";"), s.then.0, s.now.0));
+    }
+    for (c, v) in changes.iter_mut().zip(variances) {
+        c.delta = c.new - c.base;
+        c.half_width = jeprof_dumpfmt::math::Z_95 * v.max(0.0).sqrt();
+    }
+    changes.sort_by(|a, b| {
+        b.delta
+            .abs()
+            .total_cmp(&a.delta.abs())
+            .then(a.name.cmp(&b.name))
+    });
+    let when = jeprof_dumpfmt::labels::rfc3339_utc(taken);
+    Some(Growth {
+        base: format!("{} before the last snapshot ({when})", units::duration(age)),
+        folded,
+        changes,
+        note: format!(
+            "From the in-process leak history (one snapshot every leak_interval): each \
+             snapshot keeps the {} stacks with the most live bytes, so a stack outside them \
+             counts zero there, and the last snapshot stands for now.",
+            crate::base::settings::LEAK_HISTORY_STACKS
+        ),
+    })
+}
+
+/// The page's menu of moments: round ages the leak history reaches back to (a minute, five,
+/// fifteen, an hour, six, a day) and its oldest snapshot, each a `/?since=` link.
+fn moments() -> Vec<(String, String)> {
+    let ages = leak_history::ages();
+    let Some(&oldest) = ages.first() else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = [60.0, 300.0, 900.0, 3600.0, 21_600.0, 86_400.0]
+        .into_iter()
+        .filter(|&a| a < oldest)
+        .map(|a| (jeprof_page::units::duration(a), format!("/?since={a}s")))
+        .collect();
+    out.push((
+        format!(
+            "the oldest snapshot ({})",
+            jeprof_page::units::duration(oldest)
+        ),
+        format!("/?since={:.3}s", oldest),
+    ));
+    out
+}
+
 /// User frames drawn over time on the page (`/`): the largest now.
 const PAGE_HISTORY_SITES: usize = 8;
 
@@ -291,7 +394,7 @@ const PAGE_HISTORY_SITES: usize = 8;
 /// in-process and charged as `jeprof-compat report` charges a dump of it ([`jeprof_page::charge`]),
 /// the allocator's figures of the same moment (the snapshot's own, as its dump carries them), the
 /// scopes, and live bytes over time from the in-process leak history with its suspects marked.
-fn page() -> Response {
+fn page(since: Option<Duration>) -> Response {
     use jeprof_dumpfmt::allocator::{describe, AllocatorFigures};
     use jeprof_page::{History, Page, Series, Source};
     init::ensure_init();
@@ -350,6 +453,7 @@ fn page() -> Response {
         }),
     };
     let program = std::env::args().next().unwrap_or_default();
+    let growth = since.and_then(live_growth);
     let page = Page {
         title: format!("Heap of {program} (pid {}) at {when}", std::process::id()),
         source: Source::Live {
@@ -361,6 +465,8 @@ fn page() -> Response {
         allocator,
         history,
         scopes,
+        growth,
+        moments: moments(),
     };
     Response::ok(
         "text/html; charset=utf-8",

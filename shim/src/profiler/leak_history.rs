@@ -447,6 +447,93 @@ pub(crate) fn series(sites: usize) -> Option<(Vec<f64>, Vec<SiteBytes>)> {
     Some((times, grouped))
 }
 
+/// One stack's live bytes (and variance) at an earlier snapshot and at the last, with its user
+/// frame and functions (leaf first), for the page's "what grew" (`/?since=`).
+#[cfg(feature = "http")]
+pub(crate) struct StackChange {
+    pub(crate) function: String,
+    pub(crate) functions: Vec<String>,
+    pub(crate) then: (f64, f64),
+    pub(crate) now: (f64, f64),
+}
+
+/// What changed between the snapshot `since` before the last (the latest that old, else the
+/// oldest) and the last: that snapshot's age before the last in seconds and its wall-clock time,
+/// and every stack kept in either (the [`LEAK_HISTORY_STACKS`] with the most live bytes of each
+/// snapshot) with its figures in both, a stack not kept in one counting zero there. `None` with
+/// fewer than two snapshots.
+#[cfg(feature = "http")]
+pub(crate) fn growth_since(since: Duration) -> Option<(f64, SystemTime, Vec<StackChange>)> {
+    /// A stack's bytes and their variance at one snapshot.
+    type Figure = (f64, f64);
+    let _guard = Guard::enter();
+    let (age, taken, pairs) = {
+        let history = lock(&HISTORY);
+        let snapshots = &history.snapshots;
+        let last = snapshots.back()?;
+        let base = snapshots
+            .iter()
+            .take(snapshots.len() - 1)
+            .rev()
+            .find(|s| last.at.duration_since(s.at) >= since)
+            .or_else(|| snapshots.front().filter(|s| s.at != last.at))?;
+        let figure = |s: &Snapshot, id: u32| {
+            s.entries
+                .binary_search_by_key(&id, |e| e.id)
+                .map_or((0.0, 0.0), |i| {
+                    let e = &s.entries[i];
+                    (f64::from(e.bytes), f64::from(e.variance))
+                })
+        };
+        let mut ids: Vec<u32> = base
+            .entries
+            .iter()
+            .chain(last.entries.iter())
+            .map(|e| e.id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let pairs: Vec<(u32, Figure, Figure)> = ids
+            .into_iter()
+            .map(|id| (id, figure(base, id), figure(last, id)))
+            .collect();
+        (
+            last.at.duration_since(base.at).as_secs_f64(),
+            base.taken,
+            pairs,
+        )
+    };
+    let ids: Vec<u32> = pairs.iter().map(|p| p.0).collect();
+    let changes = name_stacks(&ids)
+        .into_iter()
+        .zip(pairs)
+        .map(|((function, functions), (_, then, now))| StackChange {
+            function,
+            functions,
+            then,
+            now,
+        })
+        .collect();
+    Some((age, taken, changes))
+}
+
+/// The ages of the history's snapshots before the last, in seconds, oldest first (the moments
+/// the page offers to compare with).
+#[cfg(feature = "http")]
+pub(crate) fn ages() -> Vec<f64> {
+    let _guard = Guard::enter();
+    let history = lock(&HISTORY);
+    let Some(last) = history.snapshots.back() else {
+        return Vec::new();
+    };
+    history
+        .snapshots
+        .iter()
+        .take(history.snapshots.len() - 1)
+        .map(|s| last.at.duration_since(s.at).as_secs_f64())
+        .collect()
+}
+
 /// A user frame and its live bytes at each snapshot.
 #[cfg(feature = "http")]
 pub(crate) type SiteBytes = (String, Vec<f64>);

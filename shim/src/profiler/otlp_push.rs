@@ -1,7 +1,9 @@
 //! `otlp_push:URL`: every `otlp_interval`, a background thread takes the profile, encodes it as
 //! an OpenTelemetry `ExportProfilesServiceRequest` ([`jeprof_dumpfmt::otlp`], from the same pprof
 //! message [`crate::pprof`] returns) and POSTs it over OTLP/HTTP to `URL/v1development/profiles`
-//! (`Content-Type: application/x-protobuf`).
+//! (`Content-Type: application/x-protobuf`; gzipped with `Content-Encoding: gzip` when
+//! `otlp_compression:gzip`). Every request carries the shared dictionary, without which Grafana
+//! Pyroscope refuses it.
 //!
 //! # A collector that is down or slow costs the process a bounded amount
 //! - **Nothing waits for it but this thread.** The thread runs inside the re-entrancy guard (none
@@ -98,17 +100,25 @@ fn scope() -> InstrumentationScope {
     }
 }
 
-/// The current profile as an encoded request (symbolized when `symbolize` is on).
-fn build() -> Vec<u8> {
+/// The current profile as an encoded request (symbolized when `symbolize` is on), gzipped when
+/// `gzip`.
+fn build(gzip: bool) -> Vec<u8> {
     let profile = report::snapshot(settings::symbolize()).0;
     let pb = pprof::encode(&profile, &PprofOptions::default());
     drop(profile);
-    otlp::encode(&otlp::from_pprof(&pb, &scope()))
+    let body = otlp::encode(&otlp::from_pprof(&pb, &scope()));
+    if gzip {
+        otlp::gzip(&body)
+    } else {
+        body
+    }
 }
 
 /// A request waiting to be sent.
 struct Pending {
     body: Vec<u8>,
+    /// Whether `body` is gzipped (as `otlp_compression` was when it was built).
+    gzip: bool,
     /// Attempts made so far.
     attempts: u32,
     /// When the next attempt may start.
@@ -121,8 +131,8 @@ struct Failure {
     retryable: bool,
 }
 
-/// One POST of `body` to `endpoint`, every phase bounded by `timeout`.
-fn attempt(endpoint: &str, body: &[u8], timeout: Duration) -> Result<(), Failure> {
+/// One POST of `body` (gzipped when `gzip`) to `endpoint`, every phase bounded by `timeout`.
+fn attempt(endpoint: &str, body: &[u8], gzip: bool, timeout: Duration) -> Result<(), Failure> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .timeout_connect(Some(timeout))
@@ -136,14 +146,16 @@ fn attempt(endpoint: &str, body: &[u8], timeout: Duration) -> Result<(), Failure
         .user_agent(concat!("jeprof-shim/", env!("CARGO_PKG_VERSION")))
         .build()
         .into();
-    let response = agent
+    let mut request = agent
         .post(endpoint)
-        .header("Content-Type", "application/x-protobuf")
-        .send(body)
-        .map_err(|e| Failure {
-            why: e.to_string(),
-            retryable: true,
-        })?;
+        .header("Content-Type", "application/x-protobuf");
+    if gzip {
+        request = request.header("Content-Encoding", "gzip");
+    }
+    let response = request.send(body).map_err(|e| Failure {
+        why: e.to_string(),
+        retryable: true,
+    })?;
     let status = response.status().as_u16();
     // The answer's body (an ExportProfilesServiceResponse, or an error) is not read: the
     // connection is not reused, and a partial success has nothing this thread could do about it.
@@ -191,7 +203,8 @@ fn pusher() {
         let interval = Duration::from_secs_f64(settings::otlp_interval());
         let now = Instant::now();
         if now >= last_profile + interval {
-            let body = build();
+            let gzip = settings::otlp_gzip();
+            let body = build(gzip);
             Counters::bump(&COUNTERS.profiles);
             if pending.is_some() {
                 // Replaced before it could be sent: the queue holds one.
@@ -200,6 +213,7 @@ fn pusher() {
             COUNTERS.set_queued(Some(body.len()));
             pending = Some(Pending {
                 body,
+                gzip,
                 attempts: 0,
                 next_attempt: now,
             });
@@ -207,7 +221,7 @@ fn pusher() {
         }
         if let Some(p) = pending.as_mut().filter(|p| now >= p.next_attempt) {
             let endpoint = format!("{url}{}", otlp::HTTP_PATH);
-            let result = attempt(&endpoint, &p.body, attempt_timeout(interval));
+            let result = attempt(&endpoint, &p.body, p.gzip, attempt_timeout(interval));
             match result {
                 Ok(()) => {
                     Counters::bump(&COUNTERS.sent);

@@ -174,6 +174,15 @@ pub(crate) fn otlp_url(value: &str) -> Result<Option<String>, String> {
     Ok(Some(value.trim_end_matches('/').to_string()))
 }
 
+/// `otlp_compression`: `gzip` (true) or `none` (false).
+pub(crate) fn otlp_gzip(value: &str) -> Result<bool, String> {
+    match value {
+        "gzip" => Ok(true),
+        "none" | "" => Ok(false),
+        other => Err(format!("`{other}` is not `gzip` or `none`")),
+    }
+}
+
 /// `program`'s names, separated by `|` (a `,` would end the pair): basenames, as `ps` shows them.
 pub(crate) fn program_names(value: &str) -> Result<Vec<String>, String> {
     let names: Vec<String> = value.split('|').map(|n| n.trim().to_string()).collect();

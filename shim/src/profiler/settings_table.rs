@@ -264,6 +264,14 @@ pub(crate) static SETTINGS: &[Setting] = &[
         },
     },
     Setting {
+        key: "otlp_compression",
+        default: "`none`",
+        doc: "`gzip`: `otlp_push` sends each request gzipped (`Content-Encoding: gzip`, which \
+            Grafana Pyroscope and the OpenTelemetry Collector read): fewer bytes on the wire for \
+            the CPU of compressing them on the pusher's thread; `none`: as it is.",
+        apply: |v| values::otlp_gzip(v).map(settings::set_otlp_gzip),
+    },
+    Setting {
         key: "program",
         default: "all",
         doc: "Profile only the programs named, separated by `|` \

@@ -10,9 +10,25 @@ use crate::cli::output::{emit, emit_with};
 
 #[cfg(feature = "sql")]
 pub(crate) fn run(args: QueryArgs) -> anyhow::Result<()> {
-    use jeprof_compat::query;
+    use jeprof_compat::{query, sql_views};
+    if let Some(engine) = &args.print_sql {
+        // Nothing is run: the first operand is a file too.
+        let inputs: Vec<String> = args
+            .sql
+            .into_iter()
+            .chain(args.files.iter().map(|f| f.display().to_string()))
+            .collect();
+        if inputs.is_empty() {
+            anyhow::bail!("query --print-sql: name the export's Parquet files (paths or URLs)");
+        }
+        return emit(&sql_views::statements(
+            sql_views::Engine::parse(engine)?,
+            &inputs,
+        ));
+    }
+    let sql = args.sql.unwrap_or_default();
     let files = query::parquet_files(&args.files)?;
-    let batches = query::run(&args.sql, &files)?;
+    let batches = query::run(&sql, &files)?;
     if args.csv {
         emit_with(|out| query::write_csv(&batches, out))
     } else {

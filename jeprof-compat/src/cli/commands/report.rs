@@ -77,17 +77,26 @@ fn report_html(
     symbolize: &SymbolizeOptions,
     policy: &ReadPolicy<'_>,
 ) -> anyhow::Result<()> {
-    plain_table_only(
-        args,
-        "--html",
-        "a running process with the shim's listener serves the same page at /",
-    )?;
+    // --base is the page's "what grew since" (a dump file), not jeprof's subtraction.
+    if args.views.needs_whole_dumps_besides_base(&args.dumps) {
+        anyhow::bail!(
+            "--html reads dump files with the plain table only (no URL, --thread, --callgrind, \
+             --list, --dot or --svg; --base names the earlier dump to show what grew since); a \
+             running process with the shim's listener serves the same page at /"
+        );
+    }
     // The page is one of the project's own views: its frames follow the sized rule.
     let symbolize = SymbolizeOptions {
         rule: jeprof_compat::symbolize::NameRule::Sized,
         ..symbolize.clone()
     };
-    let page = jeprof_compat::page::page_files(&args.dumps, &symbolize, options, policy)?;
+    let page = jeprof_compat::page::page_files(
+        &args.dumps,
+        args.views.base.as_deref(),
+        &symbolize,
+        options,
+        policy,
+    )?;
     let text = jeprof_page::render(&page);
     write_output(html, |out| {
         use std::io::Write as _;
