@@ -646,7 +646,8 @@ mod tests {
         for command in commands {
             let name = command.get_name().to_string();
             let after = command
-                .get_after_help()
+                .get_after_long_help()
+                .or(command.get_after_help())
                 .map(ToString::to_string)
                 .unwrap_or_default();
             let help = command.term_width(80).render_long_help().to_string();

@@ -58,7 +58,7 @@ Examples:
   jeprof-compat report --flamegraph out.svg --focus '^my_crate::' dump.heap
   # the allocator's figures after the table: where RSS went
   jeprof-compat report --allocator dump.heap
-  # where the resident memory is, per function, then RSS reconciled (--json: a sites array)
+  # resident memory per function, then RSS reconciled (--json: sites)
   jeprof-compat report --rss dump.heap
 
 Columns (as jeprof): flat, flat%, running sum%, cum, cum%, function. flat: allocated in the function \
