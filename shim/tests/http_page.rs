@@ -46,7 +46,10 @@ struct Served {
 fn served() -> &'static Served {
     static SERVED: OnceLock<Served> = OnceLock::new();
     SERVED.get_or_init(|| {
-        jeprof_shim::configure("sample_rate:65536,symbolize:true,leak_interval:0.1").unwrap();
+        jeprof_shim::configure(
+            "sample_rate:65536,symbolize:true,leak_interval:0.1,leak_history:4096",
+        )
+        .unwrap();
         let buffers = page_held_buffers();
         let boxes = page_held_boxes();
         // A few snapshots of the leak history, for the chart of live bytes over time.
@@ -277,9 +280,11 @@ fn since_shows_what_grew_over_the_history_with_a_menu_of_its_moments() {
     let allocated = std::time::Instant::now();
     let grown = page_grown_buffers();
     wait_for(before + 3);
-    // Since the buffers were allocated: the last snapshot before them is the base.
-    // Half an interval more: the base is a snapshot strictly before the buffers.
-    let since = format!("/?since={:.3}s", allocated.elapsed().as_secs_f64() + 0.05);
+    // Since before the buffers were allocated, with room for a loaded machine: `since` is
+    // counted back from the last snapshot, which moves on while the request is on its way, so a
+    // since of exactly the buffers' age can land after them. Ten seconds more reaches a snapshot
+    // before them (the history, 4096 snapshots, holds every one since the listener started).
+    let since = format!("/?since={:.3}s", allocated.elapsed().as_secs_f64() + 10.0);
     let page = client::get(addr, &since).unwrap();
     assert_eq!(page.status, 200, "{}", page.text());
     let html = page.text();

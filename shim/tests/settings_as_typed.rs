@@ -104,8 +104,8 @@ fn the_program_that_program_names_is_profiled_with_sizes_in_units() {
         let stats = jeprof_shim::stats();
         assert_eq!(stats.sample_rate, 4096, "sample_rate:4k is 4096 bytes");
         assert!(stats.samples_taken > 0, "{stats:?}");
-        // The leak history's recorder is on by default, started before `main` (`comm` keeps 15
-        // bytes of "jeprof-shim-leaks").
+        // The leak history's recorder, asked for by `leak_interval`, started before `main`
+        // (`comm` keeps 15 bytes of "jeprof-shim-leaks").
         let threads = profiler_threads();
         assert!(
             threads.iter().any(|t| t == "jeprof-shim-lea"),
@@ -119,7 +119,9 @@ fn the_program_that_program_names_is_profiled_with_sizes_in_units() {
     let program = this_binary();
     let out = run_child(
         TEST,
-        &format!("program:bash|{program},sample_rate:4k,dump_on_exit:{d}/exit.heap"),
+        &format!(
+            "program:bash|{program},sample_rate:4k,dump_on_exit:{d}/exit.heap,leak_interval:1"
+        ),
     );
     succeeded(&out);
     assert_eq!(files_in(dir.path()), vec!["exit.heap".to_string()]);
