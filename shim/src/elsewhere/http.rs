@@ -23,6 +23,3 @@ pub fn serve(_addr: impl ToSocketAddrs) -> io::Result<Server> {
         unsupported("serve"),
     ))
 }
-
-/// The `http:<addr>` setting is refused with the others ([`crate::configure`]): nothing to start.
-pub(crate) fn listener_for_settings() {}
