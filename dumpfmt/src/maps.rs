@@ -152,7 +152,7 @@ mod tests {
         55d0c4a00000-55d0c4a40000 r--p 00000000 fe:00 7 /usr/bin/redis-check-rdb\n\
         55d0c4a40000-55d0c4c00000 r-xp 00040000 fe:00 7 /usr/bin/redis-check-rdb\n\
         7f10a0000000-7f10a0100000 r-xp 00000000 fe:00 8 /usr/lib/x86_64-linux-gnu/libcrypto.so.3\n\
-        7f10a0200000-7f10a0300000 r-xp 00000000 fe:00 9 /work/x/libjeprof_preload.so\n";
+        7f10a0200000-7f10a0300000 r-xp 00000000 fe:00 9 /opt/app/lib/libjeprof_preload.so\n";
 
     #[test]
     fn the_program_mapping_is_the_file_with_the_programs_build_id() {
