@@ -226,6 +226,26 @@ pub fn require_go() -> Option<PathBuf> {
     )
 }
 
+/// `valgrind`, for the tests that count instructions with callgrind (Debian's `valgrind`): the
+/// first on `PATH` that answers `--version`. When there is none: a panic under `CI=true`
+/// ([`in_ci`]), else a notice on stderr and `None`, and the caller skips.
+pub fn require_valgrind() -> Option<PathBuf> {
+    static VALGRIND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let valgrind = VALGRIND.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        first_that_runs(
+            std::env::split_paths(&path).map(|dir| dir.join("valgrind")),
+            "--version",
+        )
+    });
+    required(
+        valgrind,
+        "`valgrind` is not on PATH",
+        "valgrind",
+        "the instruction counts",
+    )
+}
+
 /// Debian's `chromium`, for the tests that load our HTML page in a real browser: the first of
 /// `chromium` and `chromium-browser` on `PATH` that answers `--version`. When there is none: a
 /// panic under `CI=true` ([`in_ci`]), else a notice on stderr and `None`, and the caller skips.
