@@ -167,7 +167,7 @@ fn key_of(path: &Path, labels: &[(String, String)], modified: Option<SystemTime>
     }
 }
 
-/// The warning `report`, `merge` and `export` print when their dumps hold several of one
+/// The warning `report` and `merge` print when their dumps hold several of one
 /// process (they add them up, as jeprof does: the sum of a process's periodic dumps is no heap
 /// it ever had), or `None`.
 pub fn repeated_process_warning(counts: &ProcessCounts) -> Option<String> {
@@ -177,6 +177,21 @@ pub fn repeated_process_warning(counts: &ProcessCounts) -> Option<String> {
          pid and host, by labels or jemalloc's file names), and they are added up as jeprof adds \
          them; for a fleet merge of periodic dumps give --latest-per-process (each process's last \
          dump)",
+        counts.dumps(),
+        if processes == 1 { "" } else { "es" },
+    ))
+}
+
+/// The warning `export` prints when its dumps hold several of one process, or `None`: nothing is
+/// added up there (each dump has rows of its own), but the rows of a process's periodic dumps are
+/// a series, and a query that adds in-use figures across them counts its heap once per dump.
+pub fn repeated_process_rows_warning(counts: &ProcessCounts) -> Option<String> {
+    let (processes, dumps) = counts.repeated()?;
+    Some(format!(
+        "{dumps} of the {} dumps come from {processes} process{} with several dumps each (same \
+         pid and host, by labels or jemalloc's file names): their rows are a series, so group by \
+         time (or pick one dump per process) before adding in-use figures, or give \
+         --latest-per-process to export each process's last dump only",
         counts.dumps(),
         if processes == 1 { "" } else { "es" },
     ))

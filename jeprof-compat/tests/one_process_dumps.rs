@@ -1,5 +1,6 @@
-//! Several dumps of one process given to `report`, `merge` and `export`: added up as jeprof adds
-//! them, with a warning on standard error saying how many and what to do; `--latest-per-process`
+//! Several dumps of one process given to `report` and `merge`: added up as jeprof adds them, with a
+//! warning on standard error saying how many and what to do; to `export`: rows of each dump, with a
+//! warning that they are a series; `--latest-per-process`
 //! reads each process's last dump in series order; `diff` says when BASE was written after NEW.
 //! And `report` of an empty heap prints what jeprof prints (nothing) and says why on standard
 //! error.
@@ -117,13 +118,15 @@ fn merge_warns_of_one_process_dumps_and_latest_per_process_merges_each_once() {
 }
 
 #[test]
-fn export_warns_of_one_process_dumps() {
+fn export_says_one_process_dumps_are_a_series_not_a_sum() {
     let dir = tempfile::tempdir().unwrap();
     let mut dumps = periodic_dumps(dir.path(), 779);
     dumps.push(periodic_dumps(dir.path(), 780)[0].clone());
     let out = dir.path().join("rows.parquet").display().to_string();
     let (_, stderr) = run(&strings(&["export", "-o", &out], &dumps));
     assert!(stderr.contains(WARNING), "{stderr}");
+    assert!(stderr.contains("their rows are a series"), "{stderr}");
+    assert!(!stderr.contains("added up"), "{stderr}");
     let (_, stderr) = run(&strings(
         &["export", "--latest-per-process", "-o", &out],
         &dumps,

@@ -298,9 +298,14 @@ impl JeprofViewArgs {
 }
 
 /// The dumps `report` and `export` read: with `--latest-per-process` each process's last
-/// ([`input::latest_per_process`]); without it all, with a warning when several are of one
-/// process ([`input::repeated_process_warning`]). URLs are left as they are.
-pub(crate) fn per_process(dumps: &mut Vec<PathBuf>, latest: bool) -> anyhow::Result<()> {
+/// ([`input::latest_per_process`]); without it all, with `warning`'s warning when several are of
+/// one process (`report`'s [`input::repeated_process_warning`], `export`'s
+/// [`input::repeated_process_rows_warning`]). URLs are left as they are.
+pub(crate) fn per_process(
+    dumps: &mut Vec<PathBuf>,
+    latest: bool,
+    warning: fn(&ProcessCounts) -> Option<String>,
+) -> anyhow::Result<()> {
     if dumps.iter().any(|p| p.to_str().is_some_and(remote::is_url)) {
         if latest {
             anyhow::bail!("--latest-per-process reads dump files, not a process's URL");
@@ -313,7 +318,7 @@ pub(crate) fn per_process(dumps: &mut Vec<PathBuf>, latest: bool) -> anyhow::Res
     let keys = input::series_keys(dumps)?;
     if latest {
         *dumps = input::latest_per_process(dumps, &keys);
-    } else if let Some(warning) = input::repeated_process_warning(&ProcessCounts::of(&keys)) {
+    } else if let Some(warning) = warning(&ProcessCounts::of(&keys)) {
         warn(&warning);
     }
     Ok(())

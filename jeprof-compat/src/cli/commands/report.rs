@@ -17,7 +17,11 @@ pub(crate) fn run(mut args: ReportArgs) -> anyhow::Result<()> {
     // `--allocator` reads each process's last dump itself (and says so), and `--html` reads
     // several dumps as one process's series: neither adds a process's dumps up.
     if !args.allocator && !args.rss && args.output.html.is_none() {
-        per_process(&mut args.dumps, args.latest_per_process)?;
+        per_process(
+            &mut args.dumps,
+            args.latest_per_process,
+            jeprof_compat::input::repeated_process_warning,
+        )?;
     }
     let mut options = report_options(&args.view, &args.common, &args.attribution, args.interval)?;
     options.sort_by_cum = args.cum;
