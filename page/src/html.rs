@@ -459,6 +459,7 @@ fn endpoints_section(out: &mut String, page: &Page) {
                 ("/debug/pprof/heap", "pprof, in use first"),
                 ("/debug/pprof/allocs", "pprof, allocated first"),
                 ("/debug/pprof/peak", "the heap at its peak"),
+                ("/debug/pprof/rss", "pprof, resident bytes first"),
                 ("/debug/pprof/leaks", "the stacks still growing"),
                 ("/debug/pprof/allocator", "the allocator's figures"),
                 ("/pprof/heap", "heap_v2 for jeprof"),
@@ -472,6 +473,7 @@ fn endpoints_section(out: &mut String, page: &Page) {
                 "<pre>go tool pprof -http=: http://{host}/debug/pprof/heap\n\
                  go tool pprof -sample_index=alloc_space http://{host}/debug/pprof/allocs\n\
                  go tool pprof http://{host}/debug/pprof/peak\n\
+                 go tool pprof -top -sample_index=resident_space http://{host}/debug/pprof/rss\n\
                  curl http://{host}/debug/pprof/leaks\n\
                  curl http://{host}/debug/pprof/allocator\n\
                  jeprof --text http://{host}/pprof/heap\n\

@@ -217,6 +217,7 @@ fn the_page_shows_the_figures_report_prints_for_a_dump_of_the_moment() {
         "/debug/pprof/heap",
         "/debug/pprof/allocs",
         "/debug/pprof/peak",
+        "/debug/pprof/rss",
         "/debug/pprof/leaks",
     ] {
         assert!(html.contains(&format!("<a href=\"{path}\">")), "{path}");
