@@ -5,7 +5,7 @@
 //!
 //! | Path | Method | Serves |
 //! |---|---|---|
-//! | `/` | GET | HTML: the heap at a glance ([`jeprof_page`]): the in-use flame graph, the top sites by user frame with bytes, objects and 95% intervals (sortable), the allocator's figures and the gap to RSS, live bytes over time from the leak history with suspects marked, scopes, links to the endpoints below; self-contained (no external URL), the numbers `jeprof-compat report` prints for a dump of the same moment; `?since=DURATION` (`90s`, `5m`, `1h`): what grew over the leak history since then (a differential flame graph, each user frame's change coloured only where significant), with a menu of the moments the history holds |
+//! | `/` | GET | HTML: the heap at a glance ([`jeprof_page`]): the in-use flame graph, the top sites by user frame with bytes, objects and 95% intervals (sortable; with `rss` on, their resident bytes too), the allocator's figures and the gap to RSS, live bytes over time from the leak history with suspects marked, scopes, links to the endpoints below; self-contained (no external URL), the numbers `jeprof-compat report` prints for a dump of the same moment; `?since=DURATION` (`90s`, `5m`, `1h`): what grew over the leak history since then (a differential flame graph, each user frame's change coloured only where significant), with a menu of the moments the history holds |
 //! | `/debug/pprof/heap` | GET | gzipped pprof, four sample types, `inuse_space` first |
 //! | `/debug/pprof/allocs` | GET | the same, `alloc_space` first |
 //! | `/debug/pprof/peak` | GET | the heap at its peak ([`crate::peak_snapshot`]) as pprof |
