@@ -8,11 +8,14 @@
 //! engine ([`report::build_files`]) under the caller's options (attribution, skip rules,
 //! `--focus`), in-use bytes and objects; the flame graph is [`report::collapsed_files`]'s; the
 //! allocator's figures are `report --allocator`'s ([`report::allocator_files`]); the scopes are
-//! `report --by-scope`'s. So every figure on the page is one `report` prints for the same dump.
+//! `report --by-scope`'s; the resident column, when the dump carries residency figures, is
+//! `report --rss`'s. So every figure on the page is one `report` prints for the same dump.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use jeprof_dumpfmt::allocator::AllocatorFigures;
+use jeprof_dumpfmt::rss::{ByteEstimate, RssFigures};
 use jeprof_page::{Change, Growth, History, Page, Series, Site, Source};
 
 use crate::diff;
@@ -53,6 +56,87 @@ pub fn heading(labels: &[(String, String)], path: &std::path::Path) -> String {
     title
 }
 
+/// The in-use total and the page's sites for the dump `moment`: the text report's rows with a
+/// figure, in-use bytes charged with `bytes_options`, their objects, and their resident bytes
+/// when the dump has them ([`resident_by_function`]).
+fn sites_of(
+    moment: &[PathBuf],
+    symbolize: &SymbolizeOptions,
+    bytes_options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<(jeprof_dumpfmt::Estimate, Vec<Site>), Error> {
+    let objects_options = ReportOptions {
+        measure: Measure::InuseObjects,
+        ..bytes_options.clone()
+    };
+    let by_bytes = report::build_files(moment, symbolize, bytes_options, policy)?;
+    let by_objects = report::build_files(moment, symbolize, &objects_options, policy)?;
+    let mut objects: HashMap<String, (f64, f64)> = by_objects
+        .rows()
+        .map(|r| (r.name.to_string(), (r.flat, r.flat_variance)))
+        .collect();
+    let resident = match moment.last() {
+        Some(last) => resident_by_function(last, symbolize, bytes_options, policy)?,
+        None => None,
+    };
+    let total = jeprof_dumpfmt::Estimate {
+        bytes: by_bytes.total(),
+        bytes_variance: by_bytes.total_variance(),
+        objects: by_objects.total(),
+        objects_variance: by_objects.total_variance(),
+    };
+    let sites = by_bytes
+        .rows()
+        .filter(|r| r.flat != 0.0 || r.cum != 0.0)
+        .map(|r| {
+            let name = r.name.to_string();
+            let (objects, objects_variance) = objects.remove(&name).unwrap_or_default();
+            Site {
+                bytes: r.flat,
+                bytes_variance: r.flat_variance,
+                objects,
+                objects_variance,
+                cum_bytes: r.cum,
+                cum_bytes_variance: r.cum_variance,
+                resident: resident
+                    .as_ref()
+                    .map(|by_name| by_name.get(&name).copied().unwrap_or_default()),
+                name,
+            }
+        })
+        .collect();
+    Ok((total, sites))
+}
+
+/// Per function, the resident bytes `report --rss` charges it (flat, by the same engine and
+/// `options` as the page's rows), when the dump at `path` carries residency figures read from
+/// the page map; `None` when it carries none or its page map was unreadable (then the page has
+/// no resident column).
+fn resident_by_function(
+    path: &Path,
+    symbolize: &SymbolizeOptions,
+    options: &ReportOptions,
+    policy: &ReadPolicy<'_>,
+) -> Result<Option<HashMap<String, ByteEstimate>>, Error> {
+    let profile = read_dump(path, policy)?;
+    let figures =
+        RssFigures::from_annotations(&profile.annotations).map_err(|e| e.in_file(path))?;
+    let Some(figures) = figures.filter(|f| f.pagemap.is_ok()) else {
+        return Ok(None);
+    };
+    // The reconciliation is not drawn: the allocator's figures only feed it.
+    let allocator = AllocatorFigures::from_annotations(&profile.annotations).unwrap_or_default();
+    let source = path.display().to_string();
+    let report = report::rss_profile(profile, figures, allocator, &source, symbolize, options);
+    Ok(Some(
+        report
+            .rows
+            .into_iter()
+            .map(|r| (r.function, r.resident))
+            .collect(),
+    ))
+}
+
 /// Sites drawn over time besides the suspects: the largest now.
 pub const HISTORY_SITES: usize = 8;
 
@@ -85,33 +169,7 @@ pub fn page_files(
         sort_by_cum: false,
         ..options.clone()
     };
-    let objects_options = ReportOptions {
-        measure: Measure::InuseObjects,
-        ..bytes_options.clone()
-    };
-    let by_bytes = report::build_files(moment, symbolize, &bytes_options, policy)?;
-    let by_objects = report::build_files(moment, symbolize, &objects_options, policy)?;
-    let mut objects: HashMap<String, (f64, f64)> = by_objects
-        .rows()
-        .map(|r| (r.name.to_string(), (r.flat, r.flat_variance)))
-        .collect();
-    let sites: Vec<Site> = by_bytes
-        .rows()
-        .filter(|r| r.flat != 0.0 || r.cum != 0.0)
-        .map(|r| {
-            let name = r.name.to_string();
-            let (objects, objects_variance) = objects.remove(&name).unwrap_or_default();
-            Site {
-                name,
-                bytes: r.flat,
-                bytes_variance: r.flat_variance,
-                objects,
-                objects_variance,
-                cum_bytes: r.cum,
-                cum_bytes_variance: r.cum_variance,
-            }
-        })
-        .collect();
+    let (total, sites) = sites_of(moment, symbolize, &bytes_options, policy)?;
     let folded = report::collapsed_files(moment, symbolize, &bytes_options, policy)?;
     let growth = match base {
         Some(base) => Some(growth(
@@ -146,12 +204,7 @@ pub fn page_files(
     Ok(Page {
         title,
         source: Source::Dumps(ordered.iter().map(|p| p.display().to_string()).collect()),
-        total: jeprof_dumpfmt::Estimate {
-            bytes: by_bytes.total(),
-            bytes_variance: by_bytes.total_variance(),
-            objects: by_objects.total(),
-            objects_variance: by_objects.total_variance(),
-        },
+        total,
         sites,
         folded,
         allocator,

@@ -1,9 +1,12 @@
 //! `jeprof-compat export`: rows whose plain sums are `merge`'s figures, per function and in total,
 //! variances too, over dumps of different periods, builds and processes (ASLR); real jemalloc's
 //! and merged dumps; labels from the dump and the command line; the pid and time fallbacks; and
-//! no output file at all when a dump does not read.
+//! no output file at all when a dump does not read; the residency columns, whose sums per function
+//! are `report --rss --json`'s figures, null where a dump has none.
 
 mod common;
+#[path = "common/rss_dump.rs"]
+mod rss_dump;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -599,4 +602,95 @@ fn a_cut_or_malformed_dump_fails_with_the_readers_error_and_leaves_no_file() {
     ]);
     assert_eq!(run.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&run.stderr).contains("--label \"a b=c\""));
+}
+
+/// Per `user_frame`, the sums of the six residency columns over the rows of `path`: each
+/// `(bytes, variance)` figure, `None` when its column is null in every row.
+fn rss_sums(path: &Path) -> BTreeMap<String, [Option<(f64, f64)>; 3]> {
+    let file = std::fs::File::open(path).unwrap();
+    let mut out: BTreeMap<String, [Option<(f64, f64)>; 3]> = BTreeMap::new();
+    for batch in ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+    {
+        let b = batch.unwrap();
+        let col = |name: &str| {
+            b.column_by_name(name)
+                .unwrap_or_else(|| panic!("no column {name}"))
+                .as_primitive::<Float64Type>()
+                .clone()
+        };
+        let user = b.column_by_name("user_frame").unwrap().as_string::<i32>();
+        for i in 0..b.num_rows() {
+            let sums = out.entry(user.value(i).to_string()).or_default();
+            for (k, figure) in ["resident_bytes", "swapped_bytes", "fragmentation_bytes"]
+                .into_iter()
+                .enumerate()
+            {
+                let (bytes, var) = (col(figure), col(&format!("{figure}_var")));
+                assert_eq!(bytes.is_valid(i), var.is_valid(i), "{figure} row {i}");
+                if bytes.is_valid(i) {
+                    let sum = sums[k].get_or_insert((0.0, 0.0));
+                    sum.0 += bytes.value(i);
+                    sum.1 += var.value(i);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn residency_columns_sum_per_function_to_report_rss_and_are_null_without_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, rss) in [
+        ("jemalloc", Some(true)),
+        ("system", Some(false)),
+        ("plain", None),
+    ] {
+        let dump = dir.path().join(format!("{name}.heap"));
+        rss_dump::write_dump(&dump, rss);
+        let out = dir.path().join(format!("{name}.parquet"));
+        export(&[], std::slice::from_ref(&dump), &out);
+        let sums = rss_sums(&out);
+        assert_eq!(sums.len(), 3, "{name}: {sums:?}");
+        let Some(jemalloc) = rss else {
+            assert!(
+                sums.values().all(|s| s.iter().all(Option::is_none)),
+                "{name}: a dump without residency figures has them null: {sums:?}"
+            );
+            continue;
+        };
+        let json = common::run_ok(&["report", "--rss", "--json", dump.to_str().unwrap()]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for site in v["sites"].as_array().unwrap() {
+            let function = site["function"].as_str().unwrap();
+            let row = sums[function];
+            for (k, figure) in ["resident_bytes", "swapped_bytes", "fragmentation_bytes"]
+                .into_iter()
+                .enumerate()
+            {
+                let Some((bytes, variance)) = row[k] else {
+                    assert!(
+                        k == 2 && !jemalloc && site[figure].is_null(),
+                        "{name} {function}: {figure} null in the rows, {} in {json}",
+                        site[figure]
+                    );
+                    continue;
+                };
+                assert_eq!(
+                    site[figure].as_f64(),
+                    Some(bytes),
+                    "{name} {function} {figure}"
+                );
+                let (lo, _) = jeprof_dumpfmt::math::confidence_interval_95(bytes, variance);
+                let report_lo = site[format!("{figure}_lo")].as_f64().unwrap();
+                assert!(
+                    close(lo, report_lo),
+                    "{name} {function} {figure}: {lo} {report_lo}"
+                );
+            }
+        }
+    }
 }

@@ -2,9 +2,12 @@
 //! report's (names and printed figures, byte for byte); `jeprof_page::charge`, which the shim's
 //! listener charges with, names and charges a symbolized dump as the report does; a series adds
 //! live bytes over time and the suspects; names holding markup render as text, in a real browser
-//! too.
+//! too; a dump with residency figures adds a resident column with `report --rss`'s figures, and
+//! one without has none.
 
 mod common;
+#[path = "common/rss_dump.rs"]
+mod rss_dump;
 
 use std::path::{Path, PathBuf};
 
@@ -397,4 +400,63 @@ fn what_grew_colours_only_the_significant_changes_and_draws_them_differentially(
         shots.join("page-what-grew.png").display(),
         shots.join("page-one-moment.png").display()
     );
+}
+
+#[test]
+fn the_resident_column_shows_report_rss_figures_only_for_dumps_that_have_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = dir.path().join("with.heap");
+    rss_dump::write_dump(&with, Some(true));
+    let html = html_of(std::slice::from_ref(&with), dir.path());
+    let json = common::run_ok(&["report", "--rss", "--json", with.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(html.contains("<th>resident</th>"), "{html}");
+    assert!(html.contains("<p class=\"note\" id=\"resident-reading\">resident: bytes of the site's live objects on present pages"));
+    let rows = page_site_rows(&html);
+    // The shim's page charges the same dump with `jeprof_page::charge`.
+    let profile = jeprof_compat::read_dump(&with, &Default::default()).unwrap();
+    let charged = jeprof_page::charge(&profile);
+    let sites = v["sites"].as_array().unwrap();
+    assert_eq!(rows.len(), sites.len(), "{rows:?}\n{json}");
+    for site in sites {
+        let function = site["function"].as_str().unwrap();
+        let row = rows.iter().find(|r| r[0] == function).unwrap();
+        let resident = site["resident_bytes"].as_f64().unwrap();
+        let (lo, hi) = (
+            site["resident_bytes_lo"].as_f64().unwrap(),
+            site["resident_bytes_hi"].as_f64().unwrap(),
+        );
+        // The exact figure in the cell's title, its interval as the in-use column shows one.
+        assert_eq!(row.len(), 10, "{row:?}");
+        assert_eq!(row[8], format!("{resident:.0}"), "{function}: {row:?}");
+        let ends: Vec<f64> = row[9]
+            .trim_matches(['[', ']'])
+            .split(", ")
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert!(
+            (ends[0] - lo).abs() <= 1.0 && (ends[1] - hi).abs() <= 1.0,
+            "{function}: {row:?}, report --rss [{lo}, {hi}]"
+        );
+        let shown = charged.sites.iter().find(|s| s.name == function).unwrap();
+        assert_eq!(
+            shown.resident.map(|r| r.bytes),
+            Some(resident),
+            "{function}"
+        );
+    }
+    let fn_3 = rows.iter().find(|r| r[0] == "fn_3").unwrap();
+    assert_eq!(fn_3[8], "8000");
+
+    let without = dir.path().join("without.heap");
+    rss_dump::write_dump(&without, None);
+    let html = html_of(std::slice::from_ref(&without), dir.path());
+    assert!(!html.contains("<th>resident</th>"), "{html}");
+    assert!(!html.contains("resident-reading"), "{html}");
+    assert!(page_site_rows(&html).iter().all(|r| r.len() == 8));
+    let profile = jeprof_compat::read_dump(&without, &Default::default()).unwrap();
+    assert!(jeprof_page::charge(&profile)
+        .sites
+        .iter()
+        .all(|s| s.resident.is_none()));
 }

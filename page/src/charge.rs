@@ -22,6 +22,7 @@ use jeprof_dumpfmt::charge::{
     charge_stack, Attribution, ChargedStack, Function, NamedFrame, Objects, SkipRules,
 };
 use jeprof_dumpfmt::model::symbol_key;
+use jeprof_dumpfmt::rss::{ByteEstimate, RssFigures, SiteRss};
 use jeprof_dumpfmt::{Estimate, Profile};
 
 use crate::model::Site;
@@ -37,8 +38,10 @@ pub struct Charged {
     pub folded: Vec<(String, f64)>,
 }
 
-/// Charges `profile`'s in-use figures (module docs). Frames the symbol section does not name
-/// (or all of them, without one) are named by their address.
+/// Charges `profile`'s in-use figures (module docs), and its resident bytes the same way when it
+/// carries residency figures read from the page map ([`jeprof_dumpfmt::rss`]; malformed ones
+/// are left out, as the page shows what it can). Frames the symbol section does not name (or
+/// all of them, without one) are named by their address.
 pub fn charge(profile: &Profile) -> Charged {
     let (rules, attribution) = (SkipRules::default(), Attribution::user_code());
     let objects = Objects::from_maps_text(profile.mapped_libraries.as_deref());
@@ -50,6 +53,15 @@ pub fn charge(profile: &Profile) -> Charged {
             .and_then(|s| s.names.get(&key))
             .unwrap_or(&no_names)
     };
+    let rss = RssFigures::from_annotations(&profile.annotations)
+        .ok()
+        .flatten()
+        .filter(|r| r.pagemap.is_ok());
+    let rss_of: HashMap<&[u64], &SiteRss> = rss
+        .iter()
+        .flat_map(|r| &r.sites)
+        .map(|s| (s.frames.as_slice(), s))
+        .collect();
     let mut total = Estimate::default();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut sites: Vec<Site> = Vec::new();
@@ -85,6 +97,11 @@ pub fn charge(profile: &Profile) -> Charged {
         s.bytes_variance += e.bytes_variance;
         s.objects += e.objects;
         s.objects_variance += e.objects_variance;
+        if let Some(site) = rss_of.get(stack.frames.as_slice()) {
+            s.resident
+                .get_or_insert_with(ByteEstimate::default)
+                .add(&site.resident);
+        }
         let mut seen: Vec<String> = Vec::with_capacity(charged.functions.len());
         for f in charged.shown() {
             let name = f.row_name();
@@ -98,6 +115,12 @@ pub fn charge(profile: &Profile) -> Charged {
         }
     }
     sites.retain(|s| s.bytes != 0.0 || s.cum_bytes != 0.0);
+    if rss.is_some() {
+        // A site none of whose stacks had a live sample read has none resident.
+        for s in &mut sites {
+            s.resident.get_or_insert_with(ByteEstimate::default);
+        }
+    }
     sort_sites(&mut sites);
     let mut folded: Vec<(String, f64)> = folded.into_iter().collect();
     folded.sort_by(|a, b| a.0.cmp(&b.0));

@@ -264,6 +264,13 @@ fn flame_section(out: &mut String, page: &Page) {
     }
 }
 
+/// The reading of the sites' resident column, under the table.
+const RESIDENT_READING: &str = "<p class=\"note\" id=\"resident-reading\">resident: bytes of \
+     the site's live objects on present pages, from /proc/self/pagemap at the dump; small objects \
+     share pages, so an untouched small object on a page a neighbour touched counts as resident \
+     (jeprof-shim's README, \"Where the resident memory is\"; <code>jeprof-compat report \
+     --rss</code> adds the swapped bytes, the stranded slab space and RSS reconciled).</p>";
+
 fn sites_section(out: &mut String, sites: &[Site]) {
     out.push_str("<h2>Top sites by user frame</h2>");
     out.push_str(
@@ -278,11 +285,16 @@ fn sites_section(out: &mut String, sites: &[Site]) {
         .iter()
         .filter(|s| s.bytes != 0.0 || s.objects != 0.0)
         .collect();
+    let resident = sites.iter().any(|s| s.resident.is_some());
     out.push_str(
         "<table id=\"sites\"><thead><tr><th class=\"name\">function</th><th>flat bytes</th>\
          <th>95% interval</th><th>flat %</th><th>flat objects</th><th>95% interval</th>\
-         <th>cum bytes</th><th>95% interval</th></tr></thead><tbody>",
+         <th>cum bytes</th><th>95% interval</th>",
     );
+    if resident {
+        out.push_str("<th>resident</th><th>95% interval</th>");
+    }
+    out.push_str("</tr></thead><tbody>");
     for s in sites.iter().take(MAX_SITES) {
         let s = *s;
         let share = if shown_total != 0.0 {
@@ -301,9 +313,16 @@ fn sites_section(out: &mut String, sites: &[Site]) {
         );
         figure_cells(out, s.objects, s.objects_variance, Kind::Objects);
         figure_cells(out, s.cum_bytes, s.cum_bytes_variance, Kind::Bytes);
+        if resident {
+            let r = s.resident.unwrap_or_default();
+            figure_cells(out, r.bytes, r.variance, Kind::Bytes);
+        }
         out.push_str("</tr>");
     }
     out.push_str("</tbody></table>");
+    if resident {
+        out.push_str(RESIDENT_READING);
+    }
     if sites.len() > MAX_SITES {
         let _ = write!(
             out,
@@ -459,6 +478,7 @@ fn endpoints_section(out: &mut String, page: &Page) {
                 ("/debug/pprof/heap", "pprof, in use first"),
                 ("/debug/pprof/allocs", "pprof, allocated first"),
                 ("/debug/pprof/peak", "the heap at its peak"),
+                ("/debug/pprof/rss", "pprof, resident bytes first"),
                 ("/debug/pprof/leaks", "the stacks still growing"),
                 ("/debug/pprof/allocator", "the allocator's figures"),
                 ("/pprof/heap", "heap_v2 for jeprof"),
@@ -472,6 +492,7 @@ fn endpoints_section(out: &mut String, page: &Page) {
                 "<pre>go tool pprof -http=: http://{host}/debug/pprof/heap\n\
                  go tool pprof -sample_index=alloc_space http://{host}/debug/pprof/allocs\n\
                  go tool pprof http://{host}/debug/pprof/peak\n\
+                 go tool pprof -top -sample_index=resident_space http://{host}/debug/pprof/rss\n\
                  curl http://{host}/debug/pprof/leaks\n\
                  curl http://{host}/debug/pprof/allocator\n\
                  jeprof --text http://{host}/pprof/heap\n\

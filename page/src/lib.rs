@@ -11,7 +11,10 @@
 //! - the top sites by user frame with live bytes, objects and cum bytes, each with its 95%
 //!   interval ([`jeprof_dumpfmt::math::confidence_interval_95`]), in a table sorted by clicking
 //!   a column, written for people ([`units`]: `27.7 MiB (22.9–32.5 MiB)`) with the figures
-//!   `jeprof-compat report --show_bytes --interval` prints in each cell's `title`;
+//!   `jeprof-compat report --show_bytes --interval` prints in each cell's `title`; when the
+//!   profile carries residency figures ([`jeprof_dumpfmt::rss`]), a resident column (each site's
+//!   live bytes on present pages, charged flat, with its interval) and one line under the table
+//!   on what it counts; a profile without them shows the table as before;
 //! - the allocator's figures and what they say about the gap to RSS
 //!   ([`jeprof_dumpfmt::allocator::describe`]);
 //! - live bytes over time for the top sites, leak suspects drawn thick and listed;

@@ -1,6 +1,7 @@
 //! What a page shows ([`Page`]): the producer (the shim in-process, `jeprof-compat` from dumps)
 //! fills it, [`crate::render`] writes it.
 
+use jeprof_dumpfmt::rss::ByteEstimate;
 use jeprof_dumpfmt::Estimate;
 
 /// One site: a function charged as the text report charges it (flat: the stacks whose user
@@ -21,6 +22,10 @@ pub struct Site {
     pub cum_bytes: f64,
     /// Their variance.
     pub cum_bytes_variance: f64,
+    /// Bytes of the live objects charged flat that lie on present pages, with their variance
+    /// ([`jeprof_dumpfmt::rss`]); `None` when the profile carries no residency figures (then
+    /// the page has no resident column).
+    pub resident: Option<ByteEstimate>,
 }
 
 /// One site's live bytes at each moment of a [`History`].

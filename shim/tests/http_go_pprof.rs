@@ -7,70 +7,17 @@
 #[path = "common/http.rs"]
 mod client;
 mod common;
+#[path = "common/go_pprof.rs"]
+mod go_pprof;
 
 use std::hint::black_box;
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
+
+use go_pprof::{cum_of, go_top, total};
 
 #[global_allocator]
 static ALLOC: jeprof_shim::Profiled<tikv_jemallocator::Jemalloc> =
     jeprof_shim::Profiled::new(tikv_jemallocator::Jemalloc);
-
-/// `go tool pprof -top` over `url`, with `sample_index`; returns stdout.
-fn go_top(go: &Path, url: &str, sample_index: &str, scratch: &Path) -> String {
-    let out = Command::new(go)
-        .args([
-            "tool",
-            "pprof",
-            "-top",
-            "-unit=B",
-            "-nodecount=1000",
-            &format!("-sample_index={sample_index}"),
-            url,
-        ])
-        .env("PPROF_TMPDIR", scratch)
-        .env("HOME", scratch)
-        .output()
-        .expect("go runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "go tool pprof {url} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// The total of `-top`'s "Showing nodes accounting for X, Y% of TOTAL total" line, in bytes.
-fn total(top: &str) -> f64 {
-    let line = top
-        .lines()
-        .find(|l| l.contains(" total"))
-        .unwrap_or_else(|| panic!("no total in:\n{top}"));
-    let word = line
-        .split_whitespace()
-        .rev()
-        .nth(1)
-        .unwrap_or_else(|| panic!("no total in {line:?}"));
-    bytes(word).unwrap_or_else(|| panic!("bad total in {line:?}"))
-}
-
-/// `1234B` → 1234.
-fn bytes(word: &str) -> Option<f64> {
-    word.strip_suffix('B')?.parse().ok()
-}
-
-/// The cumulative bytes of the row whose function ends with `::<name>`, if printed.
-fn cum_of(top: &str, name: &str) -> Option<f64> {
-    let suffix = format!("::{name}");
-    top.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        (fields.len() >= 6 && fields[5..].join(" ").ends_with(&suffix))
-            .then(|| bytes(fields[3]))
-            .flatten()
-    })
-}
 
 /// Whether a TCP connection to local `port` is established (`/proc/net/tcp`, state `01`).
 fn established_to(port: u16) -> bool {

@@ -189,6 +189,10 @@ fn the_page_shows_the_figures_report_prints_for_a_dump_of_the_moment() {
     assert!(html.contains("page_held_buffers"));
     let rows = page_site_rows(&html);
     check_rows(&rows, &report_rows);
+    // With `rss` on (the default), each site's resident bytes, and what they count.
+    assert!(html.contains("<th>resident</th>"), "{html}");
+    assert!(html.contains("id=\"resident-reading\""), "{html}");
+    assert!(rows.iter().all(|r| r.len() == 10), "{rows:?}");
     // Live bytes over time from the leak history, this program's largest site the first line
     // (named as /debug/pprof/leaks names its suspects and the table its rows, by the charging
     // engine: ` (inline)` where the closure was inlined).
@@ -217,6 +221,7 @@ fn the_page_shows_the_figures_report_prints_for_a_dump_of_the_moment() {
         "/debug/pprof/heap",
         "/debug/pprof/allocs",
         "/debug/pprof/peak",
+        "/debug/pprof/rss",
         "/debug/pprof/leaks",
     ] {
         assert!(html.contains(&format!("<a href=\"{path}\">")), "{path}");

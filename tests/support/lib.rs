@@ -405,10 +405,10 @@ pub fn page_site_rows(html: &str) -> Vec<Vec<String>> {
         .skip(2)
         .map(|row| {
             row.split("</td>")
+                .filter(|cell| cell.contains("<td"))
                 .filter_map(|cell| {
                     exact(cell).or_else(|| cell.rfind('>').map(|i| html_text(&cell[i + 1..])))
                 })
-                .take(8)
                 .collect()
         })
         .collect()

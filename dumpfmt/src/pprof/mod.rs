@@ -16,6 +16,7 @@
 //!   (`jeprof-compat` symbolizes raw dumps from binaries and merges several dumps).
 
 mod proto;
+pub mod rss;
 
 pub use proto::*;
 
@@ -115,8 +116,15 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// A heap profile with `header`'s period, time, comments and labels.
+    /// A heap profile with `header`'s period, time, comments and labels, and the
+    /// [`SAMPLE_TYPES`].
     pub fn new(header: &Header) -> Builder {
+        Builder::with_sample_types(header, &SAMPLE_TYPES)
+    }
+
+    /// A profile with `header`'s period, time, comments and labels whose samples carry
+    /// `sample_types` (`(type, unit)`, in the order of [`Builder::sample_values`]' values).
+    pub fn with_sample_types(header: &Header, sample_types: &[(&str, &str)]) -> Builder {
         let mut b = Builder {
             pb: PbProfile::default(),
             strings: HashMap::new(),
@@ -126,7 +134,7 @@ impl Builder {
             sample_labels: Vec::new(),
         };
         b.string("");
-        for (kind, unit) in SAMPLE_TYPES {
+        for &(kind, unit) in sample_types {
             let vt = PbValueType {
                 r#type: b.string(kind),
                 unit: b.string(unit),
@@ -258,6 +266,18 @@ impl Builder {
     /// Adds a sample: `locations` leaf first, the unbiased `counts` rounded to integers, the header's
     /// labels and `labels`.
     pub fn sample(&mut self, locations: Vec<u64>, counts: &Counts, labels: &[(&str, &str)]) {
+        let values = [
+            counts.inuse.objects,
+            counts.inuse.bytes,
+            counts.accum.objects,
+            counts.accum.bytes,
+        ];
+        self.sample_values(locations, &values, labels);
+    }
+
+    /// Adds a sample: `locations` leaf first, `values` (unbiased, one per sample type of
+    /// [`Builder::with_sample_types`]) rounded to integers, the header's labels and `labels`.
+    pub fn sample_values(&mut self, locations: Vec<u64>, values: &[f64], labels: &[(&str, &str)]) {
         let mut label = self.sample_labels.clone();
         for (k, v) in labels {
             let l = PbLabel {
@@ -270,12 +290,7 @@ impl Builder {
         }
         self.pb.sample.push(PbSample {
             location_id: locations,
-            value: vec![
-                round(counts.inuse.objects),
-                round(counts.inuse.bytes),
-                round(counts.accum.objects),
-                round(counts.accum.bytes),
-            ],
+            value: values.iter().map(|&v| round(v)).collect(),
             label,
         });
     }
@@ -322,71 +337,111 @@ pub fn from_profile(profile: &Profile, options: &Options) -> PbProfile {
         header.period = profile.sample_period;
     }
     let mut b = Builder::new(&header);
-    let mappings: Vec<Mapping> = profile
-        .mapped_libraries
-        .as_deref()
-        .map(maps::parse_maps)
-        .unwrap_or_default();
-    let objects = Objects::from_mappings(&mappings);
-    let names = profile.symbols.as_ref().map(|s| &s.names);
-    let program = program_mapping(&mappings, &header.labels, profile, &options.build_ids);
-    let mapping_info = |m: &Mapping| MappingInfo {
-        start: m.start,
-        limit: m.end,
-        offset: m.offset,
-        file: match &options.program_file {
-            Some(shown) if program.is_some_and(|p| std::ptr::eq(p, m)) => shown.clone(),
-            _ => m.path.clone(),
-        },
-        build_id: options
-            .build_ids
-            .iter()
-            .find(|(path, _)| *path == m.path)
-            .map(|(_, id)| id.clone())
-            .unwrap_or_default(),
-    };
-    // The program's own mapping first, whether or not a sample is in it: readers take the first
-    // mapping for the program.
-    if let Some(m) = program {
-        b.mapping(&mapping_info(m));
-    }
+    let locator = Locator::new(profile, options, &header, &mut b);
     // Per-scope figures by frames ([`Profile::scopes`]), each used once, at the first stack with
     // those frames.
-    let mut scopes: std::collections::HashMap<&[u64], Vec<&crate::model::ScopeStack>> =
-        std::collections::HashMap::new();
+    let mut scopes: HashMap<&[u64], Vec<&crate::model::ScopeStack>> = HashMap::new();
     for s in &profile.scopes {
         scopes.entry(&s.frames).or_default().push(s);
     }
-    let mut keys = Vec::new();
     for stack in &profile.stacks {
-        keys.clear();
-        keys.extend(stack.frames.iter().enumerate().map(|(i, &a)| {
-            if i == 0 {
-                a
-            } else {
-                a.wrapping_sub(1)
-            }
-        }));
-        let names_of = |key: u64| names.and_then(|n| n.get(&key));
-        let start = charge::allocator_frames(keys.len(), |i| {
-            charge::classify(
-                names_of(keys[i]).and_then(|n| n.last()).map(String::as_str),
-                objects.at(keys[i]),
-                options.skip,
-            )
-        });
-        let mut ids = Vec::with_capacity(keys.len() - start);
-        for &key in &keys[start..] {
-            let mapping_id = match maps::find(&mappings, key) {
-                Some(m) => b.mapping(&mapping_info(m)),
-                None => 0,
-            };
-            ids.push(b.location(mapping_id, key, &location_lines(profile, key)));
-        }
+        let ids = locator.locations(&mut b, &stack.frames);
         let by_scope = scopes.remove(stack.frames.as_slice()).unwrap_or_default();
         add_samples(&mut b, ids, stack.counts, by_scope);
     }
     b.finish()
+}
+
+/// A profile's stacks as pprof locations: its mappings, the objects they map (to tell
+/// allocator frames), its symbol table, and the program's own mapping. One engine for every
+/// profile [`from_profile`] and [`rss::from_profile_rss`] write.
+struct Locator<'p> {
+    profile: &'p Profile,
+    options: &'p Options,
+    mappings: Vec<Mapping>,
+    objects: Objects,
+    /// The start of the program's own mapping (mappings do not overlap).
+    program: Option<u64>,
+}
+
+impl<'p> Locator<'p> {
+    /// The locator of `profile`; adds the program's own mapping to `b` first, whether or not a
+    /// sample is in it: readers take the first mapping for the program.
+    fn new(
+        profile: &'p Profile,
+        options: &'p Options,
+        header: &Header,
+        b: &mut Builder,
+    ) -> Locator<'p> {
+        let mappings: Vec<Mapping> = profile
+            .mapped_libraries
+            .as_deref()
+            .map(maps::parse_maps)
+            .unwrap_or_default();
+        let objects = Objects::from_mappings(&mappings);
+        let program = program_mapping(&mappings, &header.labels, profile, &options.build_ids)
+            .map(|m| m.start);
+        let locator = Locator {
+            profile,
+            options,
+            mappings,
+            objects,
+            program,
+        };
+        let program = program.and_then(|start| locator.mappings.iter().find(|m| m.start == start));
+        if let Some(m) = program {
+            b.mapping(&locator.mapping_info(m));
+        }
+        locator
+    }
+
+    /// The pprof description of mapping `m`.
+    fn mapping_info(&self, m: &Mapping) -> MappingInfo {
+        MappingInfo {
+            start: m.start,
+            limit: m.end,
+            offset: m.offset,
+            file: match &self.options.program_file {
+                Some(shown) if self.program == Some(m.start) => shown.clone(),
+                _ => m.path.clone(),
+            },
+            build_id: self
+                .options
+                .build_ids
+                .iter()
+                .find(|(path, _)| *path == m.path)
+                .map(|(_, id)| id.clone())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The location ids of a stack of `frames` (leaf first), allocator frames removed as the
+    /// charging engine says ([`charge::allocator_frames`]).
+    fn locations(&self, b: &mut Builder, frames: &[u64]) -> Vec<u64> {
+        let keys: Vec<u64> = frames
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| if i == 0 { a } else { a.wrapping_sub(1) })
+            .collect();
+        let names = self.profile.symbols.as_ref().map(|s| &s.names);
+        let names_of = |key: u64| names.and_then(|n| n.get(&key));
+        let start = charge::allocator_frames(keys.len(), |i| {
+            charge::classify(
+                names_of(keys[i]).and_then(|n| n.last()).map(String::as_str),
+                self.objects.at(keys[i]),
+                self.options.skip,
+            )
+        });
+        let mut ids = Vec::with_capacity(keys.len() - start);
+        for &key in &keys[start..] {
+            let mapping_id = match maps::find(&self.mappings, key) {
+                Some(m) => b.mapping(&self.mapping_info(m)),
+                None => 0,
+            };
+            ids.push(b.location(mapping_id, key, &location_lines(self.profile, key)));
+        }
+        ids
+    }
 }
 
 /// The lines of the location at `key`: each function the symbol table names there, innermost

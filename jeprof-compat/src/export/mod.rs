@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Condvar, Mutex};
 
-pub use rows::{DumpIdentity, DumpRows, RowOptions, StackRow};
+pub use rows::{DumpIdentity, DumpRows, RowOptions, RowRss, StackRow};
 
 use crate::binary;
 use crate::error::Error;
@@ -84,6 +84,8 @@ pub fn dump_rows(
 ) -> Result<DumpRows, Error> {
     let mut profile = read_dump(path, policy)?;
     binary::check(&profile, path, options.symbolize.binary.as_ref())?;
+    let rss = jeprof_dumpfmt::rss::RssFigures::from_annotations(&profile.annotations)
+        .map_err(|e| e.in_file(path))?;
     let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
     let identity = rows::identity(&profile, path, mtime, &options.labels);
     // Entries with the same frames are one stack (jeprof and merge add them up).
@@ -94,7 +96,10 @@ pub fn dump_rows(
         .map(|s| std::mem::take(&mut s.threads))
         .collect();
     let resolved = resolve(profile, &identity.dump, &options.symbolize);
-    let rows = rows::rows(&resolved, &threads, &options.rows);
+    let mut rows = rows::rows(&resolved, &threads, &options.rows);
+    if let Some(rss) = &rss {
+        rows::attach_rss(&mut rows, rss);
+    }
     Ok(DumpRows { identity, rows })
 }
 

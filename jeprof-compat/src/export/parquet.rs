@@ -16,7 +16,7 @@ use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use super::rows::DumpRows;
+use super::rows::{DumpRows, StackRow};
 
 /// The version of the schema [`schema`] describes (`docs/design.md` §13: adding columns keeps
 /// it, changing or removing one makes a new version).
@@ -39,6 +39,17 @@ pub const FIGURE_COLUMNS: [&str; 8] = [
     "inuse_bytes_var",
     "alloc_objects_var",
     "alloc_bytes_var",
+];
+
+/// The residency columns ([`super::rows::RowRss`]), nullable, in order: each figure, then its
+/// variance; null when the dump carries no residency figures (or the one figure is unknown).
+pub const RSS_COLUMNS: [&str; 6] = [
+    "resident_bytes",
+    "resident_bytes_var",
+    "swapped_bytes",
+    "swapped_bytes_var",
+    "fragmentation_bytes",
+    "fragmentation_bytes_var",
 ];
 
 fn list_item(data_type: DataType) -> Arc<Field> {
@@ -98,6 +109,11 @@ pub fn schema() -> SchemaRef {
             .iter()
             .map(|name| Field::new(*name, DataType::Float64, false)),
     );
+    fields.extend(
+        RSS_COLUMNS
+            .iter()
+            .map(|name| Field::new(*name, DataType::Float64, true)),
+    );
     let metadata = [(SCHEMA_VERSION_KEY.to_string(), SCHEMA_VERSION.to_string())].into();
     Arc::new(Schema::new_with_metadata(fields, metadata))
 }
@@ -143,7 +159,7 @@ pub fn record_batch(dump: &DumpRows) -> Result<RecordBatch, arrow_schema::ArrowE
         ListBuilder::new(UInt64Builder::new()).with_field(list_item(DataType::UInt64));
     let mut leaf = StringBuilder::new();
     let mut user_frame = StringBuilder::new();
-    let mut figures: Vec<Float64Builder> = (0..FIGURE_COLUMNS.len())
+    let mut figures: Vec<Float64Builder> = (0..FIGURE_COLUMNS.len() + RSS_COLUMNS.len())
         .map(|_| Float64Builder::with_capacity(n))
         .collect();
     for row in &dump.rows {
@@ -160,20 +176,7 @@ pub fn record_batch(dump: &DumpRows) -> Result<RecordBatch, arrow_schema::ArrowE
         addresses.append(true);
         leaf.append_option(row.leaf.as_deref());
         user_frame.append_option(row.user_frame.as_deref());
-        let (i, a) = (&row.counts.inuse, &row.counts.accum);
-        let values = [
-            i.objects,
-            i.bytes,
-            a.objects,
-            a.bytes,
-            i.objects_variance,
-            i.bytes_variance,
-            a.objects_variance,
-            a.bytes_variance,
-        ];
-        for (b, v) in figures.iter_mut().zip(values) {
-            b.append_value(v);
-        }
+        append_figures(&mut figures, row);
     }
     let mut columns: Vec<ArrayRef> = vec![
         Arc::new(version.finish()),
@@ -193,6 +196,35 @@ pub fn record_batch(dump: &DumpRows) -> Result<RecordBatch, arrow_schema::ArrowE
     ];
     columns.extend(figures.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
     RecordBatch::try_new(schema(), columns)
+}
+
+/// Appends `row`'s figures to `figures`, one builder per column of [`FIGURE_COLUMNS`] then of
+/// [`RSS_COLUMNS`].
+fn append_figures(figures: &mut [Float64Builder], row: &StackRow) {
+    let (i, a) = (&row.counts.inuse, &row.counts.accum);
+    let values = [
+        i.objects,
+        i.bytes,
+        a.objects,
+        a.bytes,
+        i.objects_variance,
+        i.bytes_variance,
+        a.objects_variance,
+        a.bytes_variance,
+    ];
+    let (fixed, rss) = figures.split_at_mut(FIGURE_COLUMNS.len());
+    for (b, v) in fixed.iter_mut().zip(values) {
+        b.append_value(v);
+    }
+    let rss_figures = row.rss.unwrap_or_default();
+    for (pair, figure) in rss.chunks_mut(2).zip([
+        rss_figures.resident,
+        rss_figures.swapped,
+        rss_figures.fragmentation,
+    ]) {
+        pair[0].append_option(figure.map(|f| f.bytes));
+        pair[1].append_option(figure.map(|f| f.variance));
+    }
 }
 
 /// Writes dumps' rows to a Parquet file, one [`record_batch`] per dump.

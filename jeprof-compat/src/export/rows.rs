@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use jeprof_dumpfmt::charge::{self, FrameClass, LAST_USER_ADDRESS};
 use jeprof_dumpfmt::maps::Mapping;
+use jeprof_dumpfmt::rss::{ByteEstimate, RssFigures};
 use jeprof_dumpfmt::{labels, Counts, Profile};
 
 use crate::attribution::Attribution;
@@ -57,6 +58,22 @@ pub struct StackRow {
     pub user_frame: Option<Arc<str>>,
     /// The unbiased figures and their variances.
     pub counts: Counts,
+    /// Where the stack's live objects are ([`attach_rss`]); `None` when the dump carries no
+    /// residency figures, and for a per-thread row (the figures are the stack's, not a thread's).
+    pub rss: Option<RowRss>,
+}
+
+/// A stack's residency figures ([`jeprof_dumpfmt::rss::SiteRss`]) as a row holds them: unbiased
+/// estimates with their variances, each `None` where the dump does not know it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RowRss {
+    /// Bytes of the stack's live objects on present pages; `None` when the page map was
+    /// unreadable at the dump.
+    pub resident: Option<ByteEstimate>,
+    /// Bytes of them on swapped pages; `None` as `resident`.
+    pub swapped: Option<ByteEstimate>,
+    /// The stranded slab bytes charged to the stack; `None` when the allocator is not jemalloc.
+    pub fragmentation: Option<ByteEstimate>,
 }
 
 /// A dump's identity and rows.
@@ -220,6 +237,7 @@ pub fn rows(
             locations,
             addresses,
             counts: stack.counts,
+            rss: None,
         };
         match threads
             .get(i)
@@ -238,6 +256,38 @@ pub fn rows(
         }
     }
     out
+}
+
+/// Gives each row covering all threads of its stack the residency `rss` has for that stack,
+/// found by the stack's addresses (sites of the same frames added up, as the dump's entries
+/// are); a stack the figures do not name had no live sample, and counts zero. Per-thread rows
+/// are left without: the figures are per stack, and a thread's share of them is not known.
+pub fn attach_rss(rows: &mut [StackRow], rss: &RssFigures) {
+    let mut by_stack: FastMap<&[u64], RowRss> = FastMap::default();
+    let known = RowRss {
+        resident: rss.pagemap.is_ok().then_some(ByteEstimate::default()),
+        swapped: rss.pagemap.is_ok().then_some(ByteEstimate::default()),
+        fragmentation: rss.slabs.is_some().then_some(ByteEstimate::default()),
+    };
+    for site in &rss.sites {
+        let sum = by_stack.entry(&site.frames).or_insert(known);
+        let add = |to: &mut Option<ByteEstimate>, figure: Option<&ByteEstimate>| {
+            if let (Some(to), Some(figure)) = (to.as_mut(), figure) {
+                to.add(figure);
+            }
+        };
+        add(&mut sum.resident, Some(&site.resident));
+        add(&mut sum.swapped, Some(&site.swapped));
+        add(&mut sum.fragmentation, site.stranded.as_ref());
+    }
+    for row in rows.iter_mut().filter(|r| r.thread.is_none()) {
+        row.rss = Some(
+            by_stack
+                .get(row.addresses.as_slice())
+                .copied()
+                .unwrap_or(known),
+        );
+    }
 }
 
 /// What one frame contributes to the rows of every stack holding it.

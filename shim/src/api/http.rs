@@ -19,11 +19,12 @@ pub const MAX_SYMBOL_BODY: usize = 1 << 20;
 pub const MAX_CONCURRENT_WINDOWS: usize = 2;
 
 /// The paths [`handle`](crate::http::handle) serves.
-pub const PATHS: [&str; 10] = [
+pub const PATHS: [&str; 11] = [
     "/",
     "/debug/pprof/heap",
     "/debug/pprof/allocs",
     "/debug/pprof/peak",
+    "/debug/pprof/rss",
     "/debug/pprof/allocator",
     "/debug/pprof/leaks",
     "/debug/pprof/symbol",

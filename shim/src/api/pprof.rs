@@ -62,6 +62,47 @@ impl PprofOptions {
         build_ids: Vec<(String, String)>,
         program_file: Option<String>,
     ) -> PbProfile {
+        let header = self.header(profile, labels);
+        pb::from_profile(
+            profile,
+            &pb::Options {
+                header,
+                build_ids,
+                program_file,
+                ..pb::Options::default()
+            },
+        )
+    }
+
+    /// [`PprofOptions::encode`] for the residency profile ([`pb::rss::from_profile_rss`]):
+    /// the same header, `resident_space` shown first (`default_sample_type` names a heap
+    /// profile's types, not these).
+    #[cfg(feature = "http")]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn encode_rss(
+        &self,
+        profile: &Profile,
+        rss: &jeprof_dumpfmt::rss::RssFigures,
+        labels: Vec<(String, String)>,
+        build_ids: Vec<(String, String)>,
+        program_file: Option<String>,
+    ) -> PbProfile {
+        let mut header = self.header(profile, labels);
+        header.default_sample_type = pb::rss::RSS_DEFAULT_SAMPLE_TYPE.to_string();
+        pb::rss::from_profile_rss(
+            profile,
+            rss,
+            &pb::Options {
+                header,
+                build_ids,
+                program_file,
+                ..pb::Options::default()
+            },
+        )
+    }
+
+    /// The header of `profile` described by these options, with `labels`.
+    fn header(&self, profile: &Profile, labels: Vec<(String, String)>) -> pb::Header {
         let time = self.time.unwrap_or_else(SystemTime::now);
         let time_nanos = time
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -81,22 +122,13 @@ impl PprofOptions {
                 .map(|(k, v)| format!("{k}: {v}")),
         );
         comments.extend(self.comments.iter().cloned());
-        let header = pb::Header {
+        pb::Header {
             period: profile.sample_period,
             time_nanos,
             duration_nanos: i64::try_from(self.duration.as_nanos()).unwrap_or(i64::MAX),
             default_sample_type: self.default_sample_type.name().to_string(),
             comments,
             labels,
-        };
-        pb::from_profile(
-            profile,
-            &pb::Options {
-                header,
-                build_ids,
-                program_file,
-                ..pb::Options::default()
-            },
-        )
+        }
     }
 }

@@ -67,6 +67,7 @@ pub fn handle(request: &Request<'_>) -> Response {
         "/debug/pprof/heap" => go_heap(&params, SampleType::InuseSpace),
         "/debug/pprof/allocs" => go_heap(&params, SampleType::AllocSpace),
         "/debug/pprof/peak" => peak(&params),
+        "/debug/pprof/rss" => rss(&params),
         "/debug/pprof/allocator" => allocator(),
         "/debug/pprof/leaks" => leaks(request.query),
         "/pprof/heap" => legacy_heap(&params),
@@ -201,9 +202,54 @@ fn respond(mut profile: Profile, params: &Params, options: &PprofOptions) -> Res
     if params.debug > 0 {
         return heap_v2(&profile, true);
     }
-    let pb = encode(&profile, options);
+    gzipped(&encode(&profile, options))
+}
+
+/// `/debug/pprof/rss`: the live heap with each stack's resident, swapped and stranded slab
+/// bytes ([`jeprof_dumpfmt::pprof::rss`]), `resident_space` first; `debug` ≥ 1, the heap_v2
+/// text whose `rss_site` annotations carry the same figures with their variances. 404 when the
+/// `rss` setting is off, 503 when the page map could not be read, each with the reason.
+fn rss(params: &Params) -> Response {
+    if params.seconds.is_some() || params.scope.is_some() {
+        return Response::error(
+            400,
+            "`seconds` and `scope` are not served for the residency profile (it is of the \
+             whole live heap now)",
+        );
+    }
+    let mut profile = report::snapshot(false).0;
+    let figures =
+        match jeprof_dumpfmt::rss::RssFigures::from_annotations(&profile.annotations) {
+            Ok(Some(figures)) => figures,
+            Ok(None) => return Response::error(
+                404,
+                "no residency figures: the `rss` setting is off (JEPROF_SHIM=rss:true turns it on)",
+            ),
+            Err(e) => return Response::error(500, format_args!("the residency figures: {e}")),
+        };
+    if let Err(why) = &figures.pagemap {
+        return Response::error(
+            503,
+            format_args!("residency unknown: /proc/self/pagemap is unreadable ({why})"),
+        );
+    }
+    if settings::symbolize() {
+        report::add_symbols(&mut profile);
+    }
+    if params.debug > 0 {
+        return heap_v2(&profile, true);
+    }
+    gzipped(&crate::profiler::pprof::encode_rss(
+        &profile,
+        &figures,
+        &PprofOptions::default(),
+    ))
+}
+
+/// `pb` gzipped, as `go tool pprof` reads it.
+fn gzipped(pb: &jeprof_dumpfmt::pprof::PbProfile) -> Response {
     let mut body = Vec::new();
-    match jeprof_dumpfmt::pprof::write_gz(&pb, &mut body) {
+    match jeprof_dumpfmt::pprof::write_gz(pb, &mut body) {
         Ok(()) => Response::ok("application/octet-stream", body),
         Err(e) => Response::error(500, format_args!("encoding the profile failed: {e}")),
     }

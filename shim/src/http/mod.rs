@@ -5,10 +5,11 @@
 //!
 //! | Path | Method | Serves |
 //! |---|---|---|
-//! | `/` | GET | HTML: the heap at a glance ([`jeprof_page`]): the in-use flame graph, the top sites by user frame with bytes, objects and 95% intervals (sortable), the allocator's figures and the gap to RSS, live bytes over time from the leak history with suspects marked, scopes, links to the endpoints below; self-contained (no external URL), the numbers `jeprof-compat report` prints for a dump of the same moment; `?since=DURATION` (`90s`, `5m`, `1h`): what grew over the leak history since then (a differential flame graph, each user frame's change coloured only where significant), with a menu of the moments the history holds |
+//! | `/` | GET | HTML: the heap at a glance ([`jeprof_page`]): the in-use flame graph, the top sites by user frame with bytes, objects and 95% intervals (sortable; with `rss` on, their resident bytes too), the allocator's figures and the gap to RSS, live bytes over time from the leak history with suspects marked, scopes, links to the endpoints below; self-contained (no external URL), the numbers `jeprof-compat report` prints for a dump of the same moment; `?since=DURATION` (`90s`, `5m`, `1h`): what grew over the leak history since then (a differential flame graph, each user frame's change coloured only where significant), with a menu of the moments the history holds |
 //! | `/debug/pprof/heap` | GET | gzipped pprof, four sample types, `inuse_space` first |
 //! | `/debug/pprof/allocs` | GET | the same, `alloc_space` first |
 //! | `/debug/pprof/peak` | GET | the heap at its peak ([`crate::peak_snapshot`]) as pprof |
+//! | `/debug/pprof/rss` | GET | gzipped pprof of the live heap with each stack's `inuse_space`, `resident_space`, `swapped_space` and (jemalloc only) `fragmentation_space`, `resident_space` first ([`jeprof_dumpfmt::pprof::rss`]); 404 when the `rss` setting is off, 503 when the page map is unreadable |
 //! | `/debug/pprof/allocator` | GET | text: the allocator's figures now and their reading, as `jeprof-compat report --allocator` prints them ([`jeprof_dumpfmt::allocator::describe`]) |
 //! | `/debug/pprof/leaks` | GET | the stacks still growing ([`crate::leak_suspects`]): a table; `?format=json` for JSON; 503 while the history is too short |
 //! | `/debug/pprof/symbol` | GET, POST | as `/pprof/symbol`: where `go tool pprof` asks for the frames nothing named |
@@ -17,7 +18,7 @@
 //! | `/pprof/cmdline` | GET | the arguments, NUL-separated (jeprof names the program by them) |
 //!
 //! The `/debug/pprof/*` paths take Go's parameters: `seconds=N` (1 to
-//! [`MAX_WINDOW_SECONDS`]; not for `peak`) blocks N seconds and answers a delta profile whose
+//! [`MAX_WINDOW_SECONDS`]; not for `peak` and `rss`) blocks N seconds and answers a delta profile whose
 //! `alloc_*` figures count only what was allocated in those seconds, while `inuse_*` are the
 //! current figures (Go's own delta subtracts in-use figures too, which is meaningless for a
 //! quantity that is not cumulative); `debug=N` with N ≥ 1 answers the profile as symbolized heap_v2

@@ -131,6 +131,25 @@ pub(crate) fn encode(profile: &Profile, options: &PprofOptions) -> PbProfile {
     options.encode(profile, process_labels(), build_ids::loaded(), program_file)
 }
 
+/// `profile`'s live stacks with their residency `rss` as pprof ([`PprofOptions::encode_rss`]),
+/// described as [`encode`] describes a heap profile.
+#[cfg(feature = "http")]
+pub(crate) fn encode_rss(
+    profile: &Profile,
+    rss: &jeprof_dumpfmt::rss::RssFigures,
+    options: &PprofOptions,
+) -> PbProfile {
+    let _guard = Guard::enter();
+    let program_file = started_as().map(|p| p.display().to_string());
+    options.encode_rss(
+        profile,
+        rss,
+        process_labels(),
+        build_ids::loaded(),
+        program_file,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
