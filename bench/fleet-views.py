@@ -112,6 +112,8 @@ def spark_views(tool, rows):
 
 def summary(view, table, reference):
     figure = "live_bytes" if view == "leak_trend" else "inuse_bytes"
+    if not table:
+        return "0 rows" + (f", MISSING {len(reference)}" if reference else "")
     total = sum(f[figure] or 0.0 for f in table.values())
     top = max(table.items(), key=lambda kv: kv[1][figure] or 0.0)
     worst = 0.0
