@@ -163,6 +163,31 @@ pub fn confidence_interval_95(estimate: f64, variance: f64) -> (f64, f64) {
     ((estimate - half).max(0.0), estimate + half)
 }
 
+/// One name's change between two profiles (`jeprof-compat diff`, the page's "what grew"), with
+/// its 95% interval: `delta ± half_width`, where `half_width = Z_95·√(var_base + var_new)` (the
+/// two sides' samples are independent, so their variances add).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Change {
+    /// The function (or site), as the report names it.
+    pub name: String,
+    /// Its figure in the base (earlier) profile.
+    pub base: f64,
+    /// Its figure in the new (later) profile.
+    pub new: f64,
+    /// `new − base`.
+    pub delta: f64,
+    /// Half-width of the 95% interval of `delta`.
+    pub half_width: f64,
+}
+
+impl Change {
+    /// True when the 95% interval of the change excludes zero: the change is more than sampling
+    /// noise (`diff`'s test, and the only changes the page colours).
+    pub fn significant(&self) -> bool {
+        self.delta.abs() > self.half_width
+    }
+}
+
 /// Variance estimate for an entry whose only record is jeprof's `(n, s)` pair (dumps from real
 /// jemalloc): assume its `n_in` samples all had the entry's average size `x = bytes/objects`, so the
 /// estimate is `n_in·x²(1 − p)/p²` for bytes and `n_in·(1 − p)/p²` for objects. Exact for a stack of

@@ -21,27 +21,8 @@ use crate::report::{
 };
 use crate::symbolize::SymbolizeOptions;
 
-/// One function's change.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Change {
-    /// The function.
-    pub name: String,
-    /// Its figure in BASE.
-    pub base: f64,
-    /// Its figure in NEW.
-    pub new: f64,
-    /// `new − base`.
-    pub delta: f64,
-    /// Half-width of the 95% interval of `delta`.
-    pub half_width: f64,
-}
-
-impl Change {
-    /// True when the 95% interval of the change excludes zero.
-    pub fn significant(&self) -> bool {
-        self.delta.abs() > self.half_width
-    }
-}
+/// One function's change, with its 95% interval.
+pub use jeprof_dumpfmt::math::Change;
 
 /// Compares two reports function by function, by `cum` figures when `cumulative`, else by flat.
 /// Sorted by the size of the change, largest first, then name.
@@ -95,7 +76,7 @@ pub fn format(base: &Report, new: &Report, changes: &[Change], options: &ReportO
     let mut out = Vec::new();
     let rows = changes
         .iter()
-        .map(|c| (FunctionName::Text(&c.name), c.clone_figures()));
+        .map(|c| (FunctionName::Text(&c.name), figures_of(c)));
     // Writing to a `Vec` cannot fail, and every name is a `String`: the text is UTF-8.
     let _ = write_diff(
         (base.total, base.total_variance),
@@ -110,10 +91,9 @@ pub fn format(base: &Report, new: &Report, changes: &[Change], options: &ReportO
 /// A change's figures: base, new, delta, half-width.
 type Figures = [f64; 4];
 
-impl Change {
-    fn clone_figures(&self) -> Figures {
-        [self.base, self.new, self.delta, self.half_width]
-    }
+/// `change`'s figures in [`Figures`]' order.
+fn figures_of(change: &Change) -> Figures {
+    [change.base, change.new, change.delta, change.half_width]
 }
 
 /// [`format()`] of a diff given as each side's total with its variance and the changes in

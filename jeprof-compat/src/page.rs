@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use jeprof_dumpfmt::allocator::AllocatorFigures;
 use jeprof_dumpfmt::rss::{ByteEstimate, RssFigures};
-use jeprof_page::{Change, Growth, History, Page, Series, Site, Source};
+use jeprof_page::{Growth, History, Page, Series, Site, Source};
 
 use crate::diff;
 use crate::error::Error;
@@ -228,16 +228,7 @@ pub fn growth(
     policy: &ReadPolicy<'_>,
 ) -> Result<Growth, Error> {
     let compared = diff::compare_files(base, last, false, symbolize, bytes_options, policy)?;
-    let changes = compared
-        .changes()
-        .map(|c| Change {
-            name: c.name,
-            base: c.base,
-            new: c.new,
-            delta: c.delta,
-            half_width: c.half_width,
-        })
-        .collect();
+    let changes = compared.changes().collect();
     let then = report::collapsed_files(&[base.to_path_buf()], symbolize, bytes_options, policy)?;
     let mut stacks: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for (stack, bytes) in &then {

@@ -62,28 +62,9 @@ pub enum Source {
     Dumps(Vec<String>),
 }
 
-/// One site's change between an earlier moment and the one shown, with `diff`'s 95% interval.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Change {
-    /// The function, as the report names it.
-    pub name: String,
-    /// Live bytes charged flat then.
-    pub base: f64,
-    /// Live bytes charged flat now.
-    pub new: f64,
-    /// `new − base`.
-    pub delta: f64,
-    /// Half-width of the change's 95% interval.
-    pub half_width: f64,
-}
-
-impl Change {
-    /// Whether the change's 95% interval excludes zero (`diff`'s test): only then is it
-    /// coloured.
-    pub fn significant(&self) -> bool {
-        self.delta.abs() > self.half_width
-    }
-}
+/// One site's change between an earlier moment and the one shown, with `diff`'s 95% interval
+/// (the type `jeprof-compat diff` reports).
+pub use jeprof_dumpfmt::math::Change;
 
 /// What grew between an earlier moment and the one shown.
 #[derive(Debug, Clone, Default, PartialEq)]
