@@ -182,18 +182,10 @@ fn growth_section(out: &mut String, growth: &Growth) {
         folded.truncate(MAX_FOLDED);
     }
     let folded: Vec<(String, f64, f64)> = folded.into_iter().cloned().collect();
-    match flame::differential_svg(&folded, "inuse_space: what grew") {
-        Ok(svg) => {
-            out.push_str("<div class=\"flame\">");
-            out.push_str(&svg);
-            out.push_str("</div>");
-        }
-        Err(why) => {
-            out.push_str("<p class=\"note\">");
-            push(out, &why);
-            out.push_str("</p>");
-        }
-    }
+    push_flame(
+        out,
+        flame::differential_svg(&folded, "inuse_space: what grew"),
+    );
     out.push_str(
         "<table id=\"growth\"><thead><tr><th class=\"name\">function</th><th>then</th>\
          <th>now</th><th>change</th><th>95% interval</th></tr></thead><tbody>",
@@ -230,6 +222,22 @@ fn growth_section(out: &mut String, growth: &Growth) {
     out.push_str("</tbody></table>");
 }
 
+/// A flame graph drawn by [`flame`], or the note saying why there is none.
+fn push_flame(out: &mut String, drawn: Result<String, String>) {
+    match drawn {
+        Ok(svg) => {
+            out.push_str("<div class=\"flame\">");
+            out.push_str(&svg);
+            out.push_str("</div>");
+        }
+        Err(why) => {
+            out.push_str("<p class=\"note\">");
+            push(out, &why);
+            out.push_str("</p>");
+        }
+    }
+}
+
 fn flame_section(out: &mut String, page: &Page) {
     out.push_str("<h2>In-use flame graph</h2>");
     out.push_str(
@@ -243,18 +251,7 @@ fn flame_section(out: &mut String, page: &Page) {
         folded.truncate(MAX_FOLDED);
     }
     let folded: Vec<(String, f64)> = folded.into_iter().cloned().collect();
-    match flame::svg(&folded, "inuse_space") {
-        Ok(svg) => {
-            out.push_str("<div class=\"flame\">");
-            out.push_str(&svg);
-            out.push_str("</div>");
-        }
-        Err(why) => {
-            out.push_str("<p class=\"note\">");
-            push(out, &why);
-            out.push_str("</p>");
-        }
-    }
+    push_flame(out, flame::svg(&folded, "inuse_space"));
     if left_out > 0 {
         let _ = write!(
             out,

@@ -4,11 +4,27 @@
 //! times a power of ten in the axis's unit). The page puts the exact figure in each cell's
 //! `title`, so nothing is lost to the rounding.
 
-/// Binary prefixes, each 1024 times the one before.
-const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+/// A scale of prefixes: each unit `base` times the one before, written after the number with
+/// `separator`.
+struct Scale {
+    base: f64,
+    units: &'static [&'static str],
+    separator: &'static str,
+}
 
-/// Decimal prefixes for counts, each 1000 times the one before.
-const COUNT_UNITS: [&str; 5] = ["", "k", "M", "G", "T"];
+/// Bytes: binary prefixes, each 1024 times the one before (`27.7 MiB`).
+const BYTES: Scale = Scale {
+    base: 1024.0,
+    units: &["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"],
+    separator: " ",
+};
+
+/// Counts: decimal prefixes, each 1000 times the one before (`1.23M`).
+const COUNTS: Scale = Scale {
+    base: 1000.0,
+    units: &["", "k", "M", "G", "T"],
+    separator: "",
+};
 
 /// The prefix index of `x` on a scale of `base` (the largest power of `base` at most `|x|`,
 /// capped at the last unit), and that power.
@@ -45,50 +61,57 @@ fn scaled(x: f64, scale: f64, index: usize) -> String {
     }
 }
 
+/// `x` on `scale`, three significant figures.
+fn scaled_figure(x: f64, scale: &Scale) -> String {
+    if !x.is_finite() {
+        return format!("{x}{}{}", scale.separator, scale.units[0]);
+    }
+    let (index, power) = prefix(x, scale.base, scale.units.len());
+    format!(
+        "{}{}{}",
+        scaled(x, power, index),
+        scale.separator,
+        scale.units[index]
+    )
+}
+
+/// `low`–`high` on `scale`, both in the unit of the larger end.
+fn scaled_interval(low: f64, high: f64, scale: &Scale) -> String {
+    if !low.is_finite() || !high.is_finite() {
+        return format!(
+            "{}–{}",
+            scaled_figure(low, scale),
+            scaled_figure(high, scale)
+        );
+    }
+    let (index, power) = prefix(high.abs().max(low.abs()), scale.base, scale.units.len());
+    format!(
+        "{}–{}{}{}",
+        scaled(low, power, index),
+        scaled(high, power, index),
+        scale.separator,
+        scale.units[index]
+    )
+}
+
 /// Bytes with a binary prefix, three significant figures: `28995669` → `27.7 MiB`.
 pub fn bytes(x: f64) -> String {
-    if !x.is_finite() {
-        return format!("{x} B");
-    }
-    let (index, scale) = prefix(x, 1024.0, BYTE_UNITS.len());
-    format!("{} {}", scaled(x, scale, index), BYTE_UNITS[index])
+    scaled_figure(x, &BYTES)
 }
 
 /// A byte interval in its high end's unit: `22.9–32.5 MiB`.
 pub fn bytes_interval(low: f64, high: f64) -> String {
-    if !low.is_finite() || !high.is_finite() {
-        return format!("{}–{}", bytes(low), bytes(high));
-    }
-    let (index, scale) = prefix(high.abs().max(low.abs()), 1024.0, BYTE_UNITS.len());
-    format!(
-        "{}–{} {}",
-        scaled(low, scale, index),
-        scaled(high, scale, index),
-        BYTE_UNITS[index]
-    )
+    scaled_interval(low, high, &BYTES)
 }
 
 /// A count (objects) with k, M, G: `1234567` → `1.23M`; below a thousand, whole.
 pub fn count(x: f64) -> String {
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    let (index, scale) = prefix(x, 1000.0, COUNT_UNITS.len());
-    format!("{}{}", scaled(x, scale, index), COUNT_UNITS[index])
+    scaled_figure(x, &COUNTS)
 }
 
 /// A count interval in its high end's unit: `980–1.02k` reads badly, so `0.98–1.02k`.
 pub fn count_interval(low: f64, high: f64) -> String {
-    if !low.is_finite() || !high.is_finite() {
-        return format!("{}–{}", count(low), count(high));
-    }
-    let (index, scale) = prefix(high.abs().max(low.abs()), 1000.0, COUNT_UNITS.len());
-    format!(
-        "{}–{}{}",
-        scaled(low, scale, index),
-        scaled(high, scale, index),
-        COUNT_UNITS[index]
-    )
+    scaled_interval(low, high, &COUNTS)
 }
 
 /// A duration: seconds below two minutes, minutes below two hours, hours above; three figures.
@@ -134,7 +157,7 @@ pub fn ticks(max: f64, unit: f64, most: usize) -> (f64, Vec<f64>) {
 
 /// The binary unit (a power of 1024) an axis of bytes up to `max` counts in.
 pub fn byte_axis_unit(max: f64) -> f64 {
-    prefix(max, 1024.0, BYTE_UNITS.len()).1
+    prefix(max, BYTES.base, BYTES.units.len()).1
 }
 
 #[cfg(test)]
