@@ -14,7 +14,8 @@
 //! - **Realistic workloads** ([`realistic`]): work that does more than allocate (a log pipeline
 //!   and search index; an in-memory key–value store under a mixed load), run by both children
 //!   (`log-index`, `kv-store`) for instruction counts under callgrind and, with the churn runner's
-//!   `--workload`, for paired CPU time.
+//!   `--workload`, for paired CPU time. With the feature `tantivy`, a third: a search service
+//!   on tantivy ([`search_service`]; `search-service`), whose allocations are a real library's.
 //!
 //! - **Real servers** ([`servers`], the `servers` binary): Debian's redis, memcached and nginx
 //!   under their own load generators on loopback, with plain jemalloc, jemalloc's profiler,
@@ -36,6 +37,8 @@ pub mod modes;
 pub mod realistic;
 pub mod runner;
 pub mod schemes;
+#[cfg(feature = "tantivy")]
+pub mod search_service;
 pub mod self_check;
 pub mod servers;
 pub mod stats;

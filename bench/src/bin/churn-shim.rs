@@ -46,6 +46,10 @@ enum Task {
     LogIndex(LogIndex),
     /// The key–value store under a mixed load (`jeprof_bench::realistic`); prints the same.
     KvStore(KvStore),
+    /// The search service on tantivy (`jeprof_bench::search_service`, feature `tantivy`); prints
+    /// the same.
+    #[cfg(feature = "tantivy")]
+    SearchService(jeprof_bench::search_service::SearchService),
     /// Keeps that many 32-byte blocks live over 64 distinct stacks, then times a raw dump and
     /// two symbolized ones.
     Dump {
@@ -89,6 +93,13 @@ fn main() {
         }
         Task::KvStore(load) => {
             realistic::run_timed(|| realistic::kv_store(&load));
+            print_samples();
+        }
+        #[cfg(feature = "tantivy")]
+        Task::SearchService(load) => {
+            realistic::run_timed(|| {
+                jeprof_bench::search_service::search_service(&load).expect("the search service")
+            });
             print_samples();
         }
         Task::SampleCost { allocations } => sample_cost(allocations as usize),
