@@ -5,13 +5,13 @@
 //!
 //! Its allocation shape is a real library's, not ours: the indexer's per-term hash tables, posting
 //! lists and block-compressed segment writers; the query parser's ASTs; the collectors' heaps and
-//! the document store's decompression buffers. That shape is what decided the shim's share of
-//! jemalloc's profiler in issue 38 (48.6% here where `kv-store` and `log-index` measured 24–29%),
-//! so it is measured beside them.
+//! the document store's decompression buffers. The shape decides the shim's share of jemalloc's
+//! profiler's cost: about twice the other workloads' here (`bench/RESULTS.md`, the service
+//! workloads), so it is measured beside them.
 //!
 //! One indexing thread and one merge at commit, so every run does the same work and callgrind's
 //! counts repeat; tantivy's own threads (the merge's, the reader's) still run, as in a service.
-//! The feature keeps tantivy (about 130 crates) out of CI's test build; the workspace's
+//! The feature keeps tantivy (about 60 crates) out of CI's test build; the workspace's
 //! `Cargo.lock` pins it all the same.
 
 use tantivy::collector::TopDocs;
@@ -69,8 +69,9 @@ fn query(state: &mut u64) -> String {
     }
 }
 
-/// Indexes, commits and searches; returns a checksum of the hits (their count, scores' order and
-/// stored titles' lengths), so the work cannot be optimised away and runs can be compared.
+/// Indexes, commits and searches; returns a checksum of the hits (each query's count and its hits'
+/// stored titles' lengths, in rank order), so the work cannot be optimised away and runs can be
+/// compared.
 pub fn search_service(load: &SearchService) -> tantivy::Result<u64> {
     let mut schema = Schema::builder();
     let title = schema.add_text_field("title", TEXT | STORED);
