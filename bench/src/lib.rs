@@ -15,7 +15,8 @@
 //!   and search index; an in-memory key–value store under a mixed load), run by both children
 //!   (`log-index`, `kv-store`) for instruction counts under callgrind and, with the churn runner's
 //!   `--workload`, for paired CPU time. With the feature `tantivy`, a third: a search service
-//!   on tantivy ([`search_service`]; `search-service`), whose allocations are a real library's.
+//!   on tantivy (`search_service`, built only with the feature; `search-service`), whose
+//!   allocations are a real library's.
 //!
 //! - **Real servers** ([`servers`], the `servers` binary): Debian's redis, memcached and nginx
 //!   under their own load generators on loopback, with plain jemalloc, jemalloc's profiler,
