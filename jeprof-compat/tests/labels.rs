@@ -119,17 +119,9 @@ fn sample_labels(pb: &Path) -> Vec<Vec<String>> {
 /// ([`jeprof_conformance::require_go`]).
 fn go_tags(pb: &Path) -> Option<String> {
     let go = jeprof_conformance::require_go()?;
-    let out = std::process::Command::new(go)
-        .args(["tool", "pprof", "-tags"])
-        .arg(pb)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
+    let scratch = pb.parent().expect("the profile is in a directory");
+    let file = pb.to_str().expect("a UTF-8 path");
+    Some(jeprof_conformance::go_pprof(&go, scratch, &["-tags", file]))
 }
 
 #[test]

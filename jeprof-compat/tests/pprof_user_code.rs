@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use jeprof_compat::pprof::{read_gz, PbProfile};
 
@@ -27,23 +26,11 @@ fn convert(dir: &Path, dump: &str, extra: &[&str]) -> (String, PbProfile) {
     (out, pb)
 }
 
-/// `go tool pprof ARGS FILE`'s standard output.
+/// `go tool pprof ARGS FILE`'s standard output, pprof's scratch files in `dir`.
 fn go_pprof(go: &Path, dir: &Path, args: &[&str], file: &str) -> String {
-    let out = Command::new(go)
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(file)
-        // Where pprof would keep fetched profiles: nothing of the user's.
-        .env("PPROF_TMPDIR", dir)
-        .output()
-        .expect("go runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    let mut all = args.to_vec();
+    all.push(file);
+    jeprof_conformance::go_pprof(go, dir, &all)
 }
 
 /// The function names of `-top`'s rows with a flat figure other than 0.

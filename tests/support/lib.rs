@@ -226,6 +226,27 @@ pub fn require_go() -> Option<PathBuf> {
     )
 }
 
+/// `go tool pprof ARGS` (the profile, a file or a URL, last among them): its standard output.
+/// pprof keeps fetched profiles under `PPROF_TMPDIR` and reads its settings from `$HOME/.config`,
+/// so both point at `scratch`, never at the user's. Panics with pprof's standard error when it
+/// fails.
+pub fn go_pprof(go: &Path, scratch: &Path, args: &[&str]) -> String {
+    let out = Command::new(go)
+        .args(["tool", "pprof"])
+        .args(args)
+        .env("PPROF_TMPDIR", scratch)
+        .env("HOME", scratch)
+        .output()
+        .expect("go runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "go tool pprof {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// `valgrind`, for the tests that count instructions with callgrind (Debian's `valgrind`): the
 /// first on `PATH` that answers `--version`. When there is none: a panic under `CI=true`
 /// ([`in_ci`]), else a notice on stderr and `None`, and the caller skips.

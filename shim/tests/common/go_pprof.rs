@@ -3,31 +3,15 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::Command;
 
 /// `go tool pprof -top` over `url`, with `sample_index`; returns stdout.
 pub fn go_top(go: &Path, url: &str, sample_index: &str, scratch: &Path) -> String {
-    let out = Command::new(go)
-        .args([
-            "tool",
-            "pprof",
-            "-top",
-            "-unit=B",
-            "-nodecount=1000",
-            &format!("-sample_index={sample_index}"),
-            url,
-        ])
-        .env("PPROF_TMPDIR", scratch)
-        .env("HOME", scratch)
-        .output()
-        .expect("go runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "go tool pprof {url} failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    let index = format!("-sample_index={sample_index}");
+    jeprof_conformance::go_pprof(
+        go,
+        scratch,
+        &["-top", "-unit=B", "-nodecount=1000", &index, url],
+    )
 }
 
 /// The total of `-top`'s "Showing nodes accounting for X, Y% of TOTAL total" line, in bytes.
