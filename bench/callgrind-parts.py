@@ -87,36 +87,52 @@ def from_caller(calls, incl, caller, pattern):
     return sum(calls[k] for k in keys), sum(incl[k] for k in keys)
 
 
+def sampled(calls, incl):
+    """The sampled path's figures over a whole run (instructions, not per sample), from `load`'s
+    calls and inclusive costs: samples, capture, interning, recording, arena, free, every ("all"),
+    own, once, first, snapshots and misses, as the module's doc defines them; None without a
+    sample."""
+    # Builds that inline `alloc_sampled` into its callers (so that the capture starts in the
+    # marker's frame) call `capture_uninit` from there and the rest from `allocate_and_record`.
+    inlined = calls[ALLOC] == 0
+    alloc = RECORD if inlined else ALLOC
+    n = calls[alloc]
+    if n == 0:
+        return None
+    capture_once = incl[THREAD] + incl[CACHE_NEW]
+    if inlined:
+        capture = sum(incl[k] for k in incl if isinstance(k, str) and k.endswith(CAPTURE)) - capture_once
+    else:
+        capture = from_caller(calls, incl, ALLOC, r"capture_uninit$")[1] - capture_once
+    interning = from_caller(calls, incl, alloc, r"ThreadTotals::charge$")[1]
+    arena = from_caller(calls, incl, alloc, r"^_rjem_(mallocx|nallocx)$")[1]
+    once = from_caller(calls, incl, alloc, r"sampled_arena::(create|create_tcache)$")[1] + capture_once
+    freed_sd = from_caller(calls, incl, FREE, r"^_rjem_sdallocx$")[1]
+    recorded = incl[alloc] + (capture + capture_once if inlined else 0)
+    free = incl[FREE]
+    every = recorded - once + free
+    return {
+        "samples": n, "capture": capture, "interning": interning,
+        "recording": recorded - capture - interning - arena - once, "arena": arena, "free": free,
+        "every": every, "own": every - arena - freed_sd, "once": once,
+        "first": incl[MISS] + incl[INTERN],
+        "snapshots": from_caller(calls, incl, alloc, r"peak::on_new_high$")[0], "misses": calls[MISS],
+    }
+
+
 def main(paths):
     print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tfirst\tcallers\tsnapshots\tmisses")
     for path in paths:
         total, calls, incl, callers = load(path)
-        # Builds that inline `alloc_sampled` into its callers (so that the capture starts in the
-        # marker's frame) call `capture_uninit` from there and the rest from `allocate_and_record`.
-        inlined = calls[ALLOC] == 0
-        alloc = RECORD if inlined else ALLOC
-        n = calls[alloc]
-        if n == 0 or total is None:
+        f = sampled(calls, incl)
+        if f is None or total is None:
             print(f"{path}\t{total or 0:,}\t0")
             continue
-        capture_once = incl[THREAD] + incl[CACHE_NEW]
-        if inlined:
-            capture = sum(incl[k] for k in incl if isinstance(k, str) and k.endswith(CAPTURE)) - capture_once
-        else:
-            capture = from_caller(calls, incl, ALLOC, r"capture_uninit$")[1] - capture_once
-        interning = from_caller(calls, incl, alloc, r"ThreadTotals::charge$")[1]
-        arena = from_caller(calls, incl, alloc, r"^_rjem_(mallocx|nallocx)$")[1]
-        once = from_caller(calls, incl, alloc, r"sampled_arena::(create|create_tcache)$")[1] + capture_once
-        freed_sd = from_caller(calls, incl, FREE, r"^_rjem_sdallocx$")[1]
-        snapshots = from_caller(calls, incl, alloc, r"peak::on_new_high$")[0]
-        sampled = incl[alloc] + (capture + capture_once if inlined else 0)
-        recording = sampled - capture - interning - arena - once
-        free = incl[FREE]
-        every = sampled - once + free
-        own = every - arena - freed_sd
-        first = incl[MISS] + incl[INTERN]
-        per = [round(x / n) for x in (capture, interning, recording, arena, free, every, own, once, first, callers)]
-        print("\t".join([path, f"{total:,}", str(n)] + [f"{x:,}" for x in per] + [str(snapshots), str(calls[MISS])]))
+        n = f["samples"]
+        keys = ("capture", "interning", "recording", "arena", "free", "every", "own", "once", "first")
+        per = [round(f[k] / n) for k in keys] + [round(callers / n)]
+        print("\t".join([path, f"{total:,}", str(n)] + [f"{x:,}" for x in per]
+                        + [str(f["snapshots"]), str(f["misses"])]))
 
 
 if __name__ == "__main__":

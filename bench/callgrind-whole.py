@@ -95,31 +95,9 @@ def profile(path):
     expiries += sum(c for k, c in incl.items() if isinstance(k, str) and SLOW.search(k)) - moved
     return {
         "total": total, "self": selfc, "calls": fast_calls, "expiries": expiries,
-        "start": incl[START], "parts": sampled_parts(path, calls, incl),
+        "start": incl[START],
+        "parts": parts.sampled(calls, incl) or {"samples": 0, "own": 0, "first": 0, "once": 0},
     }
-
-
-def sampled_parts(path, calls, incl):
-    """Samples, own instructions, first sightings and one-time costs, as callgrind-parts.py
-    computes them (its figures per sample, times the samples)."""
-    inlined = calls[parts.ALLOC] == 0
-    alloc = parts.RECORD if inlined else parts.ALLOC
-    n = calls[alloc]
-    if n == 0:
-        return {"samples": 0, "own": 0, "first": 0, "once": 0}
-    capture_once = incl[parts.THREAD] + incl[parts.CACHE_NEW]
-    if inlined:
-        capture = sum(incl[k] for k in incl if isinstance(k, str) and k.endswith(parts.CAPTURE)) - capture_once
-    else:
-        capture = parts.from_caller(calls, incl, parts.ALLOC, r"capture_uninit$")[1] - capture_once
-    arena = parts.from_caller(calls, incl, alloc, r"^_rjem_(mallocx|nallocx)$")[1]
-    once = parts.from_caller(calls, incl, alloc, r"sampled_arena::(create|create_tcache)$")[1] + capture_once
-    freed_sd = parts.from_caller(calls, incl, parts.FREE, r"^_rjem_sdallocx$")[1]
-    sampled = incl[alloc] + (capture + capture_once if inlined else 0)
-    every = sampled - once + incl[parts.FREE]
-    own = every - arena - freed_sd
-    first = incl[parts.MISS] + incl[parts.INTERN]
-    return {"samples": n, "own": own, "first": first, "once": once}
 
 
 def m(x):
