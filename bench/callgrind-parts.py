@@ -44,10 +44,9 @@ CALLERS = r"::(alloc_slow|realloc_slow)$"
 
 
 def load(path):
-    """Calls and inclusive cost per (caller, callee) and per callee; the self cost of the callers
-    of the sampled path; the total."""
-    names, calls, incl = {}, collections.Counter(), collections.Counter()
-    callers = 0
+    """The total; calls and inclusive cost per (caller, callee) and per callee; the self cost of
+    every function."""
+    names, calls, incl, own = {}, collections.Counter(), collections.Counter(), collections.Counter()
     total, caller, callee, pending = None, None, None, None
 
     def name(spec):
@@ -76,10 +75,10 @@ def load(path):
                 pending = None
             elif line.startswith(("totals:", "summary:")):
                 total = int(line.split()[1])
-            elif line[:1] in "0123456789+-*" and caller and re.search(CALLERS, caller):
+            elif line[:1] in "0123456789+-*" and caller:
                 fields = line.split()
-                callers += int(fields[1]) if len(fields) > 1 else 0
-    return total, calls, incl, callers
+                own[caller] += int(fields[1]) if len(fields) > 1 else 0
+    return total, calls, incl, own
 
 
 def from_caller(calls, incl, caller, pattern):
@@ -123,7 +122,8 @@ def sampled(calls, incl):
 def main(paths):
     print("file\ttotal\tsamples\tcapture\tinterning\trecording\tarena\tfree\tall\town\tonce\tfirst\tcallers\tsnapshots\tmisses")
     for path in paths:
-        total, calls, incl, callers = load(path)
+        total, calls, incl, own = load(path)
+        callers = sum(c for fn, c in own.items() if re.search(CALLERS, fn))
         f = sampled(calls, incl)
         if f is None or total is None:
             print(f"{path}\t{total or 0:,}\t0")

@@ -62,25 +62,10 @@ def fast_name(name):
 def profile(path):
     """Total; self cost and calls of the fast-path functions; the slow paths' own cost; the
     start's inclusive cost; and callgrind-parts.py's figures."""
-    total, calls, incl, _ = parts.load(path)
+    total, calls, incl, own = parts.load(path)
     selfc, fast_calls = collections.Counter(), collections.Counter()
-    fn, pending = None, None
-    names = {}
-    with open(path) as f:
-        for line in f:
-            m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.rstrip("\n"))
-            if m and m.group(2) is not None:
-                # A compressed name is defined where it first appears, as a caller or a callee.
-                names[m.group(1)] = m.group(2)
-            if line.startswith("fn="):
-                fn = names.get(m.group(1)) if m else line[3:].strip()
-            elif line.startswith("calls="):
-                pending = True
-            elif pending:
-                pending = None
-            elif line[:1] in "0123456789+-*":
-                fields = line.split()
-                selfc[fast_name(fn) or fn] += int(fields[1]) if len(fields) > 1 else 0
+    for fn, cost in own.items():
+        selfc[fast_name(fn) or fn] += cost
     for key, n in calls.items():
         if isinstance(key, str) and fast_name(key):
             fast_calls[fast_name(key)] += n
